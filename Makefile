@@ -1,0 +1,9 @@
+.PHONY: run test lint bench
+run:    ## install what the app needs and start it on the embedded default
+	./scripts/run_app.sh
+test:   ## install what the tests need and run the whole suite
+	./scripts/test.sh
+lint:   ## ruff + mypy
+	./scripts/lint.sh
+bench:  ## run the benchmark suite and print its figures
+	.venv/bin/python -m bench

@@ -1,0 +1,24 @@
+"""benchdeck's Streamlit entry point: the frame (language, identity) and the navigation.
+
+Run with ``streamlit run app.py`` (the README's first command does it for you).  Pages
+live in pages/ and only arrange what db/ and domain/ return; they never start processes.
+"""
+
+import streamlit as st
+
+from domain.i18n import t
+from pages.common import current_language, current_user, language_switch
+
+st.set_page_config(page_title="benchdeck", page_icon="📊", layout="wide")
+
+language_switch()
+lang = current_language()
+st.sidebar.caption(t("app.identity_local", lang, user=current_user()))
+
+pages = {
+    t("nav.section_run", lang): [
+        st.Page("pages/overview.py", title=t("nav.overview", lang), icon="🏠", default=True),
+        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon="➕", url_path="queue"),
+    ],
+}
+st.navigation(pages).run()

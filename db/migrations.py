@@ -1,0 +1,234 @@
+"""Schema migrations: small, ordered, registered steps.
+
+Each step runs in its own transaction together with the row that records it in
+``schema_migrations``, so a crash leaves a step wholly applied or wholly absent.
+Add a step by appending a function decorated with ``@migration(N, "name")``; never
+edit a step that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from db.connection import connect
+
+Step = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+@dataclass(frozen=True)
+class Migration:
+    number: int
+    name: str
+    apply: Step
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(number: int, name: str) -> Callable[[Step], Step]:
+    def register(fn: Step) -> Step:
+        if MIGRATIONS and number <= MIGRATIONS[-1].number:
+            raise ValueError(f"migration {number} registered out of order")
+        MIGRATIONS.append(Migration(number, name, fn))
+        return fn
+
+    return register
+
+
+@migration(1, "core tables")
+def _core_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE SEQUENCE run_ids START 1")
+    con.execute("CREATE SEQUENCE attempt_ids START 1")
+    con.execute("CREATE SEQUENCE point_ids START 1")
+    con.execute("CREATE SEQUENCE audit_ids START 1")
+    # Immutable snapshot of what was run; id is a hash of the canonical content.
+    con.execute(
+        """
+        CREATE TABLE configurations (
+            id VARCHAR PRIMARY KEY,
+            engine VARCHAR NOT NULL,
+            engine_version VARCHAR,
+            model VARCHAR NOT NULL,
+            gpu_type VARCHAR NOT NULL,
+            gpu_count INTEGER NOT NULL,
+            topology JSON NOT NULL,
+            server_args JSON NOT NULL,
+            environment JSON NOT NULL,
+            parent_id VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            created_by VARCHAR NOT NULL
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE runs (
+            id BIGINT PRIMARY KEY DEFAULT nextval('run_ids'),
+            configuration_id VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            plan JSON NOT NULL,
+            status VARCHAR NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            source VARCHAR NOT NULL,
+            submitted_by VARCHAR NOT NULL,
+            submitted_at TIMESTAMP NOT NULL,
+            idempotency_key VARCHAR UNIQUE,
+            total_points INTEGER NOT NULL,
+            cancel_requested_by VARCHAR,
+            finished_at TIMESTAMP,
+            tags JSON NOT NULL DEFAULT '[]'
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE attempts (
+            id BIGINT PRIMARY KEY DEFAULT nextval('attempt_ids'),
+            run_id BIGINT NOT NULL,
+            attempt_no INTEGER NOT NULL,
+            runner_id VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            failure_kind VARCHAR,
+            message VARCHAR,
+            claimed_at TIMESTAMP NOT NULL,
+            heartbeat_at TIMESTAMP NOT NULL,
+            lease_expires_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP,
+            pgids JSON NOT NULL DEFAULT '[]',
+            server_argv JSON,
+            startup_facts JSON,
+            host_info JSON,
+            current_point VARCHAR,
+            log_tail VARCHAR
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE sweep_points (
+            id BIGINT PRIMARY KEY DEFAULT nextval('point_ids'),
+            run_id BIGINT NOT NULL,
+            attempt_id BIGINT NOT NULL,
+            scenario VARCHAR NOT NULL,
+            concurrency INTEGER NOT NULL,
+            repeat_idx INTEGER NOT NULL,
+            conditions JSON NOT NULL,
+            started_at TIMESTAMP,
+            finished_at TIMESTAMP,
+            completed INTEGER,
+            requested INTEGER,
+            duration_s DOUBLE,
+            request_throughput DOUBLE,
+            input_throughput DOUBLE,
+            output_throughput DOUBLE,
+            total_throughput DOUBLE,
+            achieved_concurrency DOUBLE,
+            ttft_mean_ms DOUBLE, ttft_median_ms DOUBLE, ttft_p90_ms DOUBLE, ttft_p95_ms DOUBLE, ttft_p99_ms DOUBLE,
+            tpot_mean_ms DOUBLE, tpot_median_ms DOUBLE, tpot_p90_ms DOUBLE, tpot_p95_ms DOUBLE, tpot_p99_ms DOUBLE,
+            itl_mean_ms DOUBLE, itl_median_ms DOUBLE, itl_p90_ms DOUBLE, itl_p95_ms DOUBLE, itl_p99_ms DOUBLE,
+            e2e_mean_ms DOUBLE, e2e_median_ms DOUBLE, e2e_p90_ms DOUBLE, e2e_p95_ms DOUBLE, e2e_p99_ms DOUBLE,
+            raw_record JSON
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE telemetry_samples (
+            attempt_id BIGINT NOT NULL,
+            point_id BIGINT,
+            ts TIMESTAMP NOT NULL,
+            source VARCHAR NOT NULL,
+            device INTEGER,
+            metric VARCHAR NOT NULL,
+            value DOUBLE
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE runners (
+            id VARCHAR PRIMARY KEY,
+            host VARCHAR NOT NULL,
+            gpu_type VARCHAR NOT NULL,
+            gpu_count INTEGER NOT NULL,
+            sglang_version VARCHAR,
+            started_at TIMESTAMP NOT NULL,
+            heartbeat_at TIMESTAMP NOT NULL,
+            healthy BOOLEAN NOT NULL,
+            unhealthy_reason VARCHAR,
+            info JSON NOT NULL DEFAULT '{}'
+        )
+        """
+    )
+    # Append-only: db/ has no query that updates or deletes it.
+    con.execute(
+        """
+        CREATE TABLE audit_log (
+            id BIGINT PRIMARY KEY DEFAULT nextval('audit_ids'),
+            logged_at TIMESTAMP NOT NULL,
+            actor VARCHAR NOT NULL,
+            action VARCHAR NOT NULL,
+            run_id BIGINT,
+            details JSON NOT NULL
+        )
+        """
+    )
+
+
+@migration(2, "sglang schemas per version and host")
+def _sglang_schemas(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        """
+        CREATE TABLE sglang_schemas (
+            version VARCHAR NOT NULL,
+            host VARCHAR NOT NULL,
+            extracted_at TIMESTAMP NOT NULL,
+            schema JSON NOT NULL,
+            PRIMARY KEY (version, host)
+        )
+        """
+    )
+
+
+@migration(3, "indexes for the queue and per-run lookups")
+def _indexes(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE INDEX attempts_run ON attempts (run_id)")
+    con.execute("CREATE INDEX points_run ON sweep_points (run_id)")
+
+
+def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(number INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+    )
+
+
+def applied_numbers(con: duckdb.DuckDBPyConnection) -> set[int]:
+    _ensure_ledger(con)
+    return {row[0] for row in con.execute("SELECT number FROM schema_migrations").fetchall()}
+
+
+def migrate(db_path: Path, *, lock_timeout_s: float) -> list[int]:
+    """Apply every registered step not yet recorded; return the numbers applied now."""
+    applied_now: list[int] = []
+    with connect(db_path, lock_timeout_s=lock_timeout_s) as con:
+        done = applied_numbers(con)
+        for step in MIGRATIONS:
+            if step.number in done:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                step.apply(con)
+                con.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, now()::TIMESTAMP)", [step.number, step.name]
+                )
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+            applied_now.append(step.number)
+    return applied_now

@@ -1,0 +1,121 @@
+"""Every SQL statement benchdeck runs, named in one place.
+
+State changes are guarded: ``... WHERE id = ? AND status = ? RETURNING``.  Zero rows back
+means the row was not in the expected state (a lost race or an illegal move) and the
+caller decides what that means.  The audit log only ever gets INSERTs.
+"""
+
+# --- configurations -----------------------------------------------------------------
+INSERT_CONFIGURATION = """
+INSERT OR IGNORE INTO configurations
+    (id, engine, engine_version, model, gpu_type, gpu_count, topology, server_args, environment,
+     parent_id, created_at, created_by)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+# --- runs ---------------------------------------------------------------------------
+FIND_RUN_BY_IDEMPOTENCY_KEY = "SELECT id FROM runs WHERE idempotency_key = ?"
+
+INSERT_RUN = """
+INSERT INTO runs (configuration_id, name, plan, status, priority, source, submitted_by, submitted_at,
+                  idempotency_key, total_points, tags)
+VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+MOVE_RUN = "UPDATE runs SET status = ? WHERE id = ? AND status = ? RETURNING id"
+
+FINISH_RUN = "UPDATE runs SET status = ?, finished_at = ? WHERE id = ? AND status = ? RETURNING id"
+
+REQUEST_CANCEL = """
+UPDATE runs SET cancel_requested_by = ? WHERE id = ? AND status = 'running' RETURNING id
+"""
+
+SET_PRIORITY = "UPDATE runs SET priority = ? WHERE id = ? AND status = 'queued' RETURNING id"
+
+# The next run this runner can serve: highest priority first, then oldest.  Runs the
+# runner cannot serve (wrong GPU type, too few GPUs, an SGLang version it lacks) are skipped.
+NEXT_CLAIMABLE_RUN = """
+SELECT r.id
+FROM runs r JOIN configurations c ON c.id = r.configuration_id
+WHERE r.status = 'queued'
+  AND c.gpu_type = ?
+  AND c.gpu_count <= ?
+  AND (c.engine = 'emulator' OR (c.engine = 'sglang' AND ? AND (c.engine_version IS NULL OR c.engine_version = ?)))
+ORDER BY r.priority DESC, r.submitted_at, r.id
+LIMIT 1
+"""
+
+RUN_PLAN = "SELECT plan FROM runs WHERE id = ?"
+
+COUNT_ATTEMPTS = "SELECT count(*) FROM attempts WHERE run_id = ?"
+
+GET_RUN = """
+SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
+       r.total_points, r.cancel_requested_by, r.plan, r.configuration_id, c.engine, c.engine_version,
+       c.model, c.gpu_type, c.gpu_count, c.server_args
+FROM runs r JOIN configurations c ON c.id = r.configuration_id
+WHERE r.id = ?
+"""
+
+LIST_RUNS = """
+SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
+       r.total_points, c.engine, c.model, c.gpu_type, c.gpu_count,
+       (SELECT count(*) FROM sweep_points p WHERE p.run_id = r.id) AS points_done,
+       (SELECT a.status FROM attempts a WHERE a.run_id = r.id ORDER BY a.attempt_no DESC LIMIT 1)
+           AS attempt_status,
+       (SELECT a.failure_kind FROM attempts a WHERE a.run_id = r.id ORDER BY a.attempt_no DESC LIMIT 1)
+           AS failure_kind
+FROM runs r JOIN configurations c ON c.id = r.configuration_id
+ORDER BY r.id DESC
+LIMIT ?
+"""
+
+COUNT_RUNS_BY_STATUS = "SELECT status, count(*) FROM runs GROUP BY status"
+
+# --- attempts -----------------------------------------------------------------------
+INSERT_ATTEMPT = """
+INSERT INTO attempts (run_id, attempt_no, runner_id, status, claimed_at, heartbeat_at, lease_expires_at)
+VALUES (?, ?, ?, 'claimed', ?, ?, ?)
+RETURNING id
+"""
+
+MOVE_ATTEMPT = """
+UPDATE attempts SET status = ?, heartbeat_at = ?
+WHERE id = ? AND runner_id = ? AND status = ?
+RETURNING id
+"""
+
+FINISH_ATTEMPT = """
+UPDATE attempts SET status = ?, failure_kind = ?, message = ?, finished_at = ?, log_tail = coalesce(?, log_tail)
+WHERE id = ? AND runner_id = ? AND status = ?
+RETURNING run_id
+"""
+
+# The heartbeat is the fence: a runner whose lease already expired (and whose attempt was
+# failed as runner_lost) gets zero rows back and must stop writing.
+HEARTBEAT = """
+UPDATE attempts SET heartbeat_at = ?, lease_expires_at = ?
+WHERE id = ? AND runner_id = ? AND status IN ('claimed', 'starting', 'benchmarking')
+RETURNING id
+"""
+
+EXPIRED_ATTEMPTS = """
+SELECT id, run_id, status, pgids, runner_id FROM attempts
+WHERE status IN ('claimed', 'starting', 'benchmarking') AND lease_expires_at < ?
+"""
+
+ATTEMPTS_OF_RUN = """
+SELECT id, attempt_no, runner_id, status, failure_kind, message, claimed_at, finished_at, pgids,
+       server_argv, startup_facts, host_info, current_point, log_tail
+FROM attempts WHERE run_id = ? ORDER BY attempt_no
+"""
+
+# --- audit --------------------------------------------------------------------------
+INSERT_AUDIT = """
+INSERT INTO audit_log (logged_at, actor, action, run_id, details) VALUES (?, ?, ?, ?, ?)
+"""
+
+LIST_AUDIT = "SELECT id, logged_at, actor, action, run_id, details FROM audit_log ORDER BY id DESC LIMIT ?"
+
+TABLE_NAMES = "SELECT table_name FROM information_schema.tables ORDER BY table_name"

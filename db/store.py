@@ -1,0 +1,310 @@
+"""The only code that talks to DuckDB: one method per named query in ``db.queries``.
+
+Each method is one short access (open, do, close) under the cross-process lock.
+State changes return whether they happened; a guarded UPDATE that matches zero rows
+raises ``LostRace`` so callers cannot mistake "someone else moved it" for success.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from db import queries as q
+from db.connection import connect, transaction
+from db.migrations import migrate
+from domain.plan import RunPlan, configuration_id
+from domain.settings import Settings
+from domain.states import (
+    ACTIVE_ATTEMPT,
+    AttemptStatus,
+    FailureKind,
+    RunStatus,
+    is_legal_attempt_move,
+    is_legal_run_move,
+)
+
+
+class LostRace(RuntimeError):
+    """A guarded state change matched no row: the row was not in the expected state."""
+
+
+class IllegalMove(ValueError):
+    """A state change that the state machine does not allow at all."""
+
+
+def utcnow() -> datetime:
+    # Naive UTC: DuckDB TIMESTAMP has no zone, and every writer uses this one clock.
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Claim:
+    run_id: int
+    attempt_id: int
+    attempt_no: int
+    plan: RunPlan
+
+
+@dataclass(frozen=True)
+class ExpiredAttempt:
+    attempt_id: int
+    run_id: int
+    pgids: list[int]
+
+
+@dataclass(frozen=True)
+class RunnerCapabilities:
+    runner_id: str
+    gpu_type: str
+    gpu_count: int
+    sglang_version: str | None  # None: this host has no real SGLang (demo mode)
+
+
+def _one(row: tuple[Any, ...] | None) -> Any:
+    """The single value of a row that SQL guarantees exists (RETURNING, a known id)."""
+    if row is None:
+        raise RuntimeError("expected a row, got none")
+    return row[0]
+
+
+def _rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+class Store:
+    def __init__(self, db_path: Path, *, lock_timeout_s: float = 10.0):
+        self.db_path = db_path
+        self.lock_timeout_s = lock_timeout_s
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Store:
+        return cls(settings.db, lock_timeout_s=settings.lock_timeout_s)
+
+    def _tx(self) -> Any:
+        return transaction(self.db_path, lock_timeout_s=self.lock_timeout_s)
+
+    def _read(self) -> Any:
+        return connect(self.db_path, lock_timeout_s=self.lock_timeout_s)
+
+    def migrate(self) -> list[int]:
+        return migrate(self.db_path, lock_timeout_s=self.lock_timeout_s)
+
+    # --- submitting -----------------------------------------------------------------
+    def submit_run(
+        self,
+        plan: RunPlan,
+        *,
+        submitted_by: str,
+        idempotency_key: str | None = None,
+        environment: dict[str, Any] | None = None,
+    ) -> tuple[int, bool]:
+        """Queue ``plan``; return (run id, created).  A repeated idempotency key returns
+        the first run instead of queueing a second one (double click, refresh)."""
+        snapshot = plan.configuration_snapshot()
+        config_id = configuration_id(snapshot)
+        now = utcnow()
+        source = "emulated" if plan.engine == "emulator" else "measured"
+        with self._tx() as con:
+            if idempotency_key is not None:
+                existing = con.execute(q.FIND_RUN_BY_IDEMPOTENCY_KEY, [idempotency_key]).fetchone()
+                if existing:
+                    return int(existing[0]), False
+            con.execute(
+                q.INSERT_CONFIGURATION,
+                [
+                    config_id, plan.engine, plan.sglang_version, plan.model, plan.gpu.type, plan.gpu.count,
+                    json.dumps(snapshot["topology"]), json.dumps(snapshot["server_args"]),
+                    json.dumps(environment or {}), None, now, submitted_by,
+                ],
+            )
+            row = con.execute(
+                q.INSERT_RUN,
+                [
+                    config_id, plan.name, plan.model_dump_json(), plan.priority, source, submitted_by, now,
+                    idempotency_key, len(plan.points()), json.dumps(plan.tags),
+                ],
+            ).fetchone()
+            run_id = int(_one(row))
+            self._audit(con, submitted_by, "submit", run_id, {"configuration_id": config_id, "name": plan.name})
+        return run_id, True
+
+    # --- claiming -------------------------------------------------------------------
+    def claim_next(self, caps: RunnerCapabilities, *, lease_s: float) -> Claim | None:
+        """Atomically claim the next run this runner can serve, or return None."""
+        now = utcnow()
+        with self._tx() as con:
+            found = con.execute(
+                q.NEXT_CLAIMABLE_RUN,
+                [caps.gpu_type, caps.gpu_count, caps.sglang_version is not None, caps.sglang_version],
+            ).fetchone()
+            if found is None:
+                return None
+            run_id = int(found[0])
+            if not con.execute(q.MOVE_RUN, [RunStatus.RUNNING, run_id, RunStatus.QUEUED]).fetchall():
+                return None  # cannot happen under the file lock; kept as the guard it is
+            count = con.execute(q.COUNT_ATTEMPTS, [run_id]).fetchone()
+            attempt_no = int(count[0]) + 1 if count else 1
+            lease_until = now + timedelta(seconds=lease_s)
+            row = con.execute(q.INSERT_ATTEMPT, [run_id, attempt_no, caps.runner_id, now, now, lease_until]).fetchone()
+            plan_json = con.execute(q.RUN_PLAN, [run_id]).fetchone()
+        return Claim(run_id, int(_one(row)), attempt_no, RunPlan.model_validate_json(_one(plan_json)))
+
+    # --- moving states --------------------------------------------------------------
+    def move_run(self, run_id: int, current: RunStatus, new: RunStatus) -> None:
+        if not is_legal_run_move(current, new):
+            raise IllegalMove(f"run {run_id}: {current} -> {new} is not a legal move")
+        with self._tx() as con:
+            if new in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
+                rows = con.execute(q.FINISH_RUN, [new, utcnow(), run_id, current]).fetchall()
+            else:
+                rows = con.execute(q.MOVE_RUN, [new, run_id, current]).fetchall()
+        if not rows:
+            raise LostRace(f"run {run_id} was not {current}")
+
+    def move_attempt(self, attempt_id: int, runner_id: str, current: AttemptStatus, new: AttemptStatus) -> None:
+        if not is_legal_attempt_move(current, new) or new in (
+            AttemptStatus.SUCCEEDED, AttemptStatus.FAILED, AttemptStatus.CANCELLED
+        ):
+            raise IllegalMove(f"attempt {attempt_id}: {current} -> {new} is not a legal move here")
+        with self._tx() as con:
+            rows = con.execute(q.MOVE_ATTEMPT, [new, utcnow(), attempt_id, runner_id, current]).fetchall()
+        if not rows:
+            raise LostRace(f"attempt {attempt_id} was not {current} under runner {runner_id}")
+
+    def finish_attempt(
+        self,
+        attempt_id: int,
+        runner_id: str,
+        current: AttemptStatus,
+        new: AttemptStatus,
+        *,
+        failure_kind: FailureKind | None = None,
+        message: str | None = None,
+        log_tail: str | None = None,
+        retry_allowed: bool = False,
+        max_attempts: int = 1,
+    ) -> RunStatus:
+        """End an attempt and decide its run's status in the same transaction.
+
+        A failed attempt sends the run back to the queue only if the failure kind may be
+        retried and attempts remain; otherwise the run ends with the attempt's outcome."""
+        if not is_legal_attempt_move(current, new) or new in ACTIVE_ATTEMPT:
+            raise IllegalMove(f"attempt {attempt_id}: {current} -> {new} is not an ending")
+        if (new is AttemptStatus.FAILED) != (failure_kind is not None):
+            raise ValueError("a failed attempt needs a failure kind, and only a failed one")
+        now = utcnow()
+        with self._tx() as con:
+            rows = con.execute(
+                q.FINISH_ATTEMPT,
+                [new, failure_kind, message, now, log_tail, attempt_id, runner_id, current],
+            ).fetchall()
+            if not rows:
+                raise LostRace(f"attempt {attempt_id} was not {current} under runner {runner_id}")
+            run_id = int(rows[0][0])
+            run_status = self._settle_run(con, run_id, new, retry_allowed=retry_allowed, max_attempts=max_attempts)
+        return run_status
+
+    def _settle_run(
+        self, con: duckdb.DuckDBPyConnection, run_id: int, outcome: AttemptStatus, *, retry_allowed: bool,
+        max_attempts: int,
+    ) -> RunStatus:
+        count = con.execute(q.COUNT_ATTEMPTS, [run_id]).fetchone()
+        attempts = int(count[0]) if count else 0
+        if outcome is AttemptStatus.FAILED and retry_allowed and attempts < max_attempts:
+            target = RunStatus.QUEUED
+            rows = con.execute(q.MOVE_RUN, [target, run_id, RunStatus.RUNNING]).fetchall()
+        else:
+            target = {
+                AttemptStatus.SUCCEEDED: RunStatus.SUCCEEDED,
+                AttemptStatus.FAILED: RunStatus.FAILED,
+                AttemptStatus.CANCELLED: RunStatus.CANCELLED,
+            }[outcome]
+            rows = con.execute(q.FINISH_RUN, [target, utcnow(), run_id, RunStatus.RUNNING]).fetchall()
+        if not rows:
+            raise LostRace(f"run {run_id} was not running")
+        return target
+
+    def heartbeat(self, attempt_id: int, runner_id: str, *, lease_s: float) -> bool:
+        """Renew the lease; False means the attempt was taken away (fenced): stop writing."""
+        now = utcnow()
+        with self._tx() as con:
+            rows = con.execute(
+                q.HEARTBEAT, [now, now + timedelta(seconds=lease_s), attempt_id, runner_id]
+            ).fetchall()
+        return bool(rows)
+
+    def expire_leases(self, *, retry_allowed: bool, max_attempts: int) -> list[ExpiredAttempt]:
+        """Fail every active attempt whose lease ran out as runner_lost; return them with
+        their recorded process groups so the caller can kill what is still alive."""
+        expired: list[ExpiredAttempt] = []
+        with self._tx() as con:
+            for attempt_id, run_id, status, pgids, runner_id in con.execute(
+                q.EXPIRED_ATTEMPTS, [utcnow()]
+            ).fetchall():
+                finished = con.execute(
+                    q.FINISH_ATTEMPT,
+                    [AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "lease expired: runner stopped heartbeating",
+                     utcnow(), None, attempt_id, runner_id, status],
+                ).fetchall()
+                if finished:
+                    self._settle_run(con, int(run_id), AttemptStatus.FAILED, retry_allowed=retry_allowed,
+                                     max_attempts=max_attempts)
+                    expired.append(ExpiredAttempt(int(attempt_id), int(run_id), json.loads(pgids or "[]")))
+        return expired
+
+    def cancel_run(self, run_id: int, *, actor: str) -> RunStatus:
+        """Cancel a queued run at once; for a running one, ask its runner to stop."""
+        with self._tx() as con:
+            if con.execute(q.FINISH_RUN, [RunStatus.CANCELLED, utcnow(), run_id, RunStatus.QUEUED]).fetchall():
+                self._audit(con, actor, "cancel", run_id, {"was": "queued"})
+                return RunStatus.CANCELLED
+            if con.execute(q.REQUEST_CANCEL, [actor, run_id]).fetchall():
+                self._audit(con, actor, "cancel", run_id, {"was": "running"})
+                return RunStatus.RUNNING
+        raise LostRace(f"run {run_id} is neither queued nor running")
+
+    # --- reading --------------------------------------------------------------------
+    def list_runs(self, limit: int = 200) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.LIST_RUNS, [limit]))
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        with self._read() as con:
+            rows = _rows_as_dicts(con.execute(q.GET_RUN, [run_id]))
+        return rows[0] if rows else None
+
+    def attempts_of(self, run_id: int) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.ATTEMPTS_OF_RUN, [run_id]))
+
+    def run_counts(self) -> dict[str, int]:
+        with self._read() as con:
+            return {status: int(n) for status, n in con.execute(q.COUNT_RUNS_BY_STATUS).fetchall()}
+
+    def audit_entries(self, limit: int = 200) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.LIST_AUDIT, [limit]))
+
+    # --- audit ----------------------------------------------------------------------
+    @staticmethod
+    def _audit(
+        con: duckdb.DuckDBPyConnection, actor: str, action: str, run_id: int | None, details: dict[str, Any]
+    ) -> None:
+        con.execute(q.INSERT_AUDIT, [utcnow(), actor, action, run_id, json.dumps(details, default=str)])
+
+    def audit(self, actor: str, action: str, run_id: int | None, details: dict[str, Any]) -> None:
+        with self._tx() as con:
+            self._audit(con, actor, action, run_id, details)
+
+
+    def table_names(self) -> Sequence[str]:
+        with self._read() as con:
+            return [r[0] for r in con.execute(q.TABLE_NAMES).fetchall()]

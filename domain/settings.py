@@ -1,0 +1,77 @@
+"""All of benchdeck's settings, in one pydantic-settings class.
+
+Every field is read from an environment variable ``BENCHDECK_<NAME>`` and every
+field is documented in the README's settings table (``tests/test_settings_documented.py``
+fails otherwise).  Timeouts, leases and intervals are settings so that tests can
+shorten them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BENCHDECK_", extra="ignore")
+
+    db: Path = Field(
+        default=PROJECT_ROOT / "data" / "benchdeck.duckdb",
+        description="DuckDB file holding queue, results and telemetry (the embedded default).",
+    )
+    sglang_python: Path | None = Field(
+        default=None,
+        description=(
+            "Interpreter of the separate SGLang environment on the runner host. Unset means "
+            "no real SGLang: the runner serves emulator runs only (demo mode)."
+        ),
+    )
+    bench_python: Path = Field(
+        default=PROJECT_ROOT / ".venv-sglang" / "bin" / "python",
+        description="Interpreter that runs the real bench_serving client (an SGLang environment).",
+    )
+    model_dirs: list[Path] = Field(
+        default_factory=lambda: [PROJECT_ROOT / "data" / "models"],
+        description="Directories a model path may resolve into (JSON list).",
+    )
+    runner_id: str = Field(default="runner-local", description="Name this runner host claims runs as.")
+    runner_gpu_type: str = Field(default="H200", description="GPU type this runner serves (emulated in demo mode).")
+    runner_gpu_count: int = Field(default=8, ge=0, description="Number of GPUs this runner serves.")
+    app_port: int = Field(default=8501, ge=1, le=65535, description="Port the Streamlit app listens on.")
+    app_address: str = Field(default="127.0.0.1", description="Address the Streamlit app binds to.")
+    engine_port_range: tuple[int, int] = Field(
+        default=(30000, 30999),
+        description="Ports the runner picks engine servers' ports from (JSON pair).",
+    )
+    language: Literal["ja", "en"] = Field(default="ja", description="Default UI and CLI language.")
+    lock_timeout_s: float = Field(
+        default=10.0, gt=0, description="How long one DB access waits for the file lock before 'busy'."
+    )
+    lease_s: float = Field(default=60.0, gt=0, description="Lease a runner holds on a claimed attempt.")
+    heartbeat_s: float = Field(default=10.0, gt=0, description="How often a runner renews its lease.")
+    startup_timeout_s: float = Field(
+        default=3600.0, gt=0, description="Budget for an engine server to become ready."
+    )
+    stop_grace_s: float = Field(default=30.0, ge=0, description="SIGTERM→SIGKILL grace for a process group.")
+    poll_s: float = Field(default=2.0, gt=0, description="Runner's idle wait between queue polls.")
+    max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
+    max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
+    tokenizer_dir: Path = Field(
+        default=PROJECT_ROOT / "data" / "tokenizer",
+        description="Local tokenizer the emulator and bench client use (built at set-up, nothing downloaded).",
+    )
+    work_dir: Path = Field(
+        default=PROJECT_ROOT / "data" / "runs",
+        description="Per-attempt directories: server logs, raw bench output, telemetry files.",
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,1 @@
+"""Streamlit pages.  Presentation only: they call db/ and domain/, never start processes."""

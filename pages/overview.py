@@ -1,0 +1,54 @@
+"""Overview: runs by status and the most recent runs, refreshed live; a clear empty state."""
+
+import pandas as pd
+import streamlit as st
+
+from db import DbBusy
+from domain.i18n import t
+from pages.common import cached_counts, cached_runs, current_language, show_busy
+
+lang = current_language()
+st.title(t("overview.heading", lang))
+
+
+def _runs_frame(runs: list[dict]) -> pd.DataFrame:
+    rows = [
+        {
+            t("col.id", lang): run["id"],
+            t("col.name", lang): run["name"],
+            t("col.status", lang): t(f"status.{run['status']}", lang),
+            t("col.source", lang): t(f"source.{run['source']}", lang),
+            t("col.model", lang): run["model"],
+            t("col.gpu", lang): f"{run['gpu_count']}×{run['gpu_type']}",
+            t("col.points", lang): f"{run['points_done']}/{run['total_points']}",
+            t("col.failure", lang): run["failure_kind"] or "",
+            t("col.submitted_by", lang): run["submitted_by"],
+            t("col.submitted_at", lang): run["submitted_at"],
+        }
+        for run in runs
+    ]
+    return pd.DataFrame(rows)
+
+
+@st.fragment(run_every="3s")
+def live_overview() -> None:
+    try:
+        counts = cached_counts()
+        runs = cached_runs(50)
+    except DbBusy as exc:
+        show_busy(exc)
+        return
+    if not runs:
+        st.info(t("overview.empty", lang), icon="📭")
+        return
+    st.subheader(t("overview.counts", lang))
+    columns = st.columns(5)
+    for column, status in zip(columns, ["queued", "running", "succeeded", "failed", "cancelled"], strict=True):
+        column.metric(t(f"status.{status}", lang), counts.get(status, 0))
+    st.subheader(t("overview.recent", lang))
+    st.dataframe(_runs_frame(runs), hide_index=True, use_container_width=True)
+    if any(run["source"] == "emulated" for run in runs):
+        st.caption("⚠️ " + t("overview.emulated_note", lang))
+
+
+live_overview()

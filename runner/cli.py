@@ -1,0 +1,126 @@
+"""``python -m runner``: submit, check and status (serve and work arrive with the daemon).
+
+Every user error ends in a readable message and exit 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from db import DbBusy, Store
+from domain.checks import CheckReport, check_plan
+from domain.i18n import t
+from domain.plan import RunPlan
+from domain.plan_io import PlanError, load_plan
+from domain.settings import Settings, get_settings
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+
+
+def _load(path: str, settings: Settings, lang: str) -> RunPlan | None:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(t("cli.cannot_read", lang, path=path, detail=exc), file=sys.stderr)
+        return None
+    try:
+        return load_plan(text, max_bytes=settings.max_plan_bytes)
+    except PlanError as exc:
+        print(t("cli.plan_invalid", lang, path=path), file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return None
+
+
+def _print_report(report: CheckReport, lang: str) -> None:
+    for heading, lines in ((t("cli.errors", lang), report.errors), (t("cli.warnings", lang), report.warnings)):
+        if lines:
+            print(f"{heading}:")
+            for line in lines:
+                print(f"  - {line}")
+    for line in report.notes:
+        print(line)
+
+
+def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    plan = _load(args.plan, settings, args.lang)
+    if plan is None:
+        return EXIT_INVALID
+    report = check_plan(plan, settings, args.lang)
+    _print_report(report, args.lang)
+    if report.errors:
+        return EXIT_INVALID
+    print(t("cli.plan_ok", args.lang, points=len(plan.points()), requests=plan.total_requests()))
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    plan = _load(args.plan, settings, args.lang)
+    if plan is None:
+        return EXIT_INVALID
+    report = check_plan(plan, settings, args.lang)
+    if report.errors:
+        _print_report(report, args.lang)
+        return EXIT_INVALID
+    store = Store.from_settings(settings)
+    store.migrate()
+    run_id, created = store.submit_run(plan, submitted_by=getpass.getuser(), idempotency_key=args.idempotency_key)
+    print(run_id)
+    print(t("cli.queued" if created else "cli.already", args.lang, run_id=run_id), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    store = Store.from_settings(settings)
+    store.migrate()
+    runs = store.list_runs(limit=args.limit)
+    if not runs:
+        print(t("cli.no_runs", args.lang))
+        return EXIT_OK
+    header = f"{'id':>5}  {'status':<10} {'source':<9} {'points':>7}  {'gpu':<8} {'model':<28} name"
+    print(header)
+    for run in runs:
+        points = f"{run['points_done']}/{run['total_points']}"
+        gpu = f"{run['gpu_count']}x{run['gpu_type']}"
+        failure = f" ({run['failure_kind']})" if run["failure_kind"] else ""
+        print(
+            f"{run['id']:>5}  {run['status']:<10} {run['source']:<9} {points:>7}  {gpu:<8} "
+            f"{run['model'][:28]:<28} {run['name']}{failure}"
+        )
+    return EXIT_OK
+
+
+Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def build_parser(settings: Settings) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runner", description="benchdeck runner and CLI")
+    parser.add_argument("--lang", choices=["ja", "en"], default=settings.language, help="output language")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="validate a plan and print errors and warnings")
+    check.add_argument("plan", help="plan YAML file")
+    check.set_defaults(func=cmd_check)
+    submit = sub.add_parser("submit", help="validate a plan and queue a run; prints its id")
+    submit.add_argument("plan", help="plan YAML file")
+    submit.add_argument("--idempotency-key", help="submitting again with the same key queues nothing new")
+    submit.set_defaults(func=cmd_submit)
+    status = sub.add_parser("status", help="list runs and their state")
+    status.add_argument("--limit", type=int, default=50)
+    status.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = get_settings()
+    args = build_parser(settings).parse_args(argv)
+    func: Command = args.func
+    try:
+        return func(args, settings)
+    except DbBusy as exc:
+        print(t("cli.busy", args.lang, detail=exc), file=sys.stderr)
+        return EXIT_INVALID

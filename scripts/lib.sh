@@ -1,0 +1,45 @@
+# Shared by the set-up scripts: venvs that reinstall only when their requirements change.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '\033[1m[benchdeck]\033[0m %s\n' "$*" >&2; }
+
+# ensure_venv DIR STAMP_SOURCE... -- INSTALL COMMAND...
+# Creates DIR with $PYTHON and runs the install command inside it, unless a stamp of the
+# given files' content says this exact install already happened.
+ensure_venv() {
+  local dir="$1"; shift
+  local sources=()
+  while [ "$1" != "--" ]; do sources+=("$1"); shift; done
+  shift
+  local stamp="$dir/.benchdeck-installed"
+  local want
+  want="$(cat "${sources[@]}" | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dir/bin/python" ]; then
+    return 0
+  fi
+  log "installing $dir (from ${sources[*]})"
+  [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$@"
+  echo "$want" > "$stamp"
+}
+
+setup_app_env() {
+  local reqs="${1:-requirements.txt}"
+  ensure_venv .venv requirements.txt "$reqs" -- .venv/bin/python -m pip install -q -r "$reqs"
+}
+
+# SGLang lives in its own environment: it pins torch and CUDA packages.  The app never
+# imports it; the runner calls it as a subprocess (bench_serving, schema extraction).
+setup_sglang_env() {
+  ensure_venv .venv-sglang requirements-sglang.txt -- bash -c '
+    .venv-sglang/bin/python -m pip install -q --no-deps "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang.txt)" &&
+    .venv-sglang/bin/python -m pip install -q -r requirements-sglang.txt'
+}
+
+setup_tokenizer() {
+  [ -f data/tokenizer/tokenizer.json ] || .venv/bin/python tools/build_tokenizer.py data/tokenizer
+}

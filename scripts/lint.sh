@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# ruff (with bandit's security rules) and mypy, in one command.
+source "$(dirname "$0")/lib.sh"
+.venv/bin/ruff check .
+.venv/bin/mypy app.py pages runner db domain bench tools tests

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's second command: install what the tests need and run the whole suite.
+source "$(dirname "$0")/lib.sh"
+setup_app_env requirements-dev.txt
+setup_sglang_env
+setup_tokenizer
+# A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
+# Playwright cannot download its own browser here).
+if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -q "Noto Sans CJK"; then
+  log "installing chromium and fonts-noto-cjk"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
+fi
+log "lint"
+bash scripts/lint.sh
+log "tests"
+# Exit 5 (no tests collected) is a failure here, like any other non-zero exit.
+.venv/bin/python -m pytest "$@"

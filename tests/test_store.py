@@ -1,0 +1,145 @@
+"""The store against a real DuckDB file: queue, claim, guarded moves, fencing, cancel."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from db import IllegalMove, LostRace, RunnerCapabilities, Store
+from domain.states import AttemptStatus, FailureKind, RunStatus
+from tests.plans import minimal_plan
+
+CAPS = RunnerCapabilities("r1", "H200", 8, None)
+
+
+def _claimed(store: Store):
+    store.submit_run(minimal_plan(), submitted_by="alice")
+    claim = store.claim_next(CAPS, lease_s=60)
+    assert claim is not None
+    return claim
+
+
+def test_migrations_are_recorded_once(store: Store) -> None:
+    assert store.migrate() == []  # the fixture applied them all already
+    assert {"runs", "attempts", "sweep_points", "telemetry_samples", "runners", "audit_log",
+            "configurations", "schema_migrations"} <= set(store.table_names())
+
+
+def test_submit_is_idempotent_per_key(store: Store) -> None:
+    first = store.submit_run(minimal_plan(), submitted_by="alice", idempotency_key="k")
+    second = store.submit_run(minimal_plan(), submitted_by="alice", idempotency_key="k")
+    assert first == (1, True)
+    assert second == (1, False)
+    assert len(store.list_runs()) == 1
+    assert [e["action"] for e in store.audit_entries()] == ["submit"]
+
+
+def test_claim_moves_run_and_creates_attempt(store: Store) -> None:
+    claim = _claimed(store)
+    assert store.get_run(claim.run_id)["status"] == "running"
+    [attempt] = store.attempts_of(claim.run_id)
+    assert attempt["status"] == "claimed" and attempt["runner_id"] == "r1" and attempt["attempt_no"] == 1
+    assert store.claim_next(CAPS, lease_s=60) is None
+
+
+def test_claim_skips_runs_this_runner_cannot_serve(store: Store) -> None:
+    store.submit_run(minimal_plan(gpu={"type": "H100", "count": 1}), submitted_by="a")
+    store.submit_run(minimal_plan(gpu={"type": "H200", "count": 16}), submitted_by="a")
+    store.submit_run(minimal_plan(engine="sglang"), submitted_by="a")
+    assert store.claim_next(CAPS, lease_s=60) is None  # no SGLang here, wrong type, too many GPUs
+    with_sglang = RunnerCapabilities("r2", "H200", 8, "0.5.23")
+    claim = store.claim_next(with_sglang, lease_s=60)
+    assert claim is not None and claim.plan.engine == "sglang"
+
+
+def test_priority_then_age_orders_the_queue(store: Store) -> None:
+    low, _ = store.submit_run(minimal_plan(name="low"), submitted_by="a")
+    high, _ = store.submit_run(minimal_plan(name="high", priority=5), submitted_by="a")
+    assert store.claim_next(CAPS, lease_s=60).run_id == high
+    assert store.claim_next(CAPS, lease_s=60).run_id == low
+
+
+def test_full_successful_lifecycle(store: Store) -> None:
+    claim = _claimed(store)
+    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
+    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
+    status = store.finish_attempt(claim.attempt_id, "r1", AttemptStatus.BENCHMARKING, AttemptStatus.SUCCEEDED)
+    assert status is RunStatus.SUCCEEDED
+    assert store.get_run(claim.run_id)["finished_at"] is not None
+
+
+@pytest.mark.parametrize(
+    ("current", "new"),
+    [
+        (AttemptStatus.CLAIMED, AttemptStatus.BENCHMARKING),  # skips starting
+        (AttemptStatus.STARTING, AttemptStatus.CLAIMED),  # backwards
+    ],
+)
+def test_illegal_attempt_moves_are_refused_before_sql(store: Store, current, new) -> None:
+    claim = _claimed(store)
+    with pytest.raises(IllegalMove):
+        store.move_attempt(claim.attempt_id, "r1", current, new)
+    assert store.attempts_of(claim.run_id)[0]["status"] == "claimed"
+
+
+def test_illegal_run_moves_are_refused(store: Store) -> None:
+    run_id, _ = store.submit_run(minimal_plan(), submitted_by="a")
+    with pytest.raises(IllegalMove):
+        store.move_run(run_id, RunStatus.QUEUED, RunStatus.SUCCEEDED)
+    with pytest.raises(IllegalMove):
+        store.move_run(run_id, RunStatus.SUCCEEDED, RunStatus.QUEUED)
+
+
+def test_guarded_move_from_wrong_state_is_a_lost_race(store: Store) -> None:
+    claim = _claimed(store)
+    with pytest.raises(LostRace):
+        # legal move, but the attempt is 'claimed', not 'starting'
+        store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
+    with pytest.raises(LostRace):
+        # right state, wrong runner: another runner cannot move my attempt
+        store.move_attempt(claim.attempt_id, "other", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
+
+
+def test_retryable_failure_requeues_until_attempts_run_out(store: Store) -> None:
+    claim = _claimed(store)
+    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
+    status = store.finish_attempt(
+        claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.FAILED,
+        failure_kind=FailureKind.SERVER_CRASH, message="crashed", retry_allowed=True, max_attempts=2,
+    )
+    assert status is RunStatus.QUEUED
+    second = store.claim_next(CAPS, lease_s=60)
+    assert second.run_id == claim.run_id and second.attempt_no == 2
+    status = store.finish_attempt(
+        second.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.FAILED,
+        failure_kind=FailureKind.SERVER_CRASH, retry_allowed=True, max_attempts=2,
+    )
+    assert status is RunStatus.FAILED
+
+
+def test_expired_lease_fails_attempt_as_runner_lost_and_fences_late_writes(store: Store) -> None:
+    store.submit_run(minimal_plan(), submitted_by="a")
+    claim = store.claim_next(CAPS, lease_s=0.05)
+    time.sleep(0.1)
+    expired = store.expire_leases(retry_allowed=False, max_attempts=1)
+    assert [e.attempt_id for e in expired] == [claim.attempt_id]
+    [attempt] = store.attempts_of(claim.run_id)
+    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "runner_lost")
+    assert store.get_run(claim.run_id)["status"] == "failed"
+    # The late runner wakes up: its heartbeat and moves are fenced.
+    assert store.heartbeat(claim.attempt_id, "r1", lease_s=60) is False
+    with pytest.raises(LostRace):
+        store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
+
+
+def test_cancel_queued_and_running(store: Store) -> None:
+    queued, _ = store.submit_run(minimal_plan(name="q"), submitted_by="a")
+    assert store.cancel_run(queued, actor="bob") is RunStatus.CANCELLED
+    assert store.get_run(queued)["status"] == "cancelled"
+    running = _claimed(store)
+    assert store.cancel_run(running.run_id, actor="bob") is RunStatus.RUNNING
+    assert store.get_run(running.run_id)["cancel_requested_by"] == "bob"
+    with pytest.raises(LostRace):
+        store.cancel_run(queued, actor="bob")
+    assert [e["actor"] for e in store.audit_entries() if e["action"] == "cancel"] == ["bob", "bob"]
