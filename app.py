@@ -9,7 +9,7 @@ import streamlit as st
 from domain.i18n import t
 from pages.common import current_language, current_user, language_switch
 
-st.set_page_config(page_title="benchdeck", page_icon="📊", layout="wide")
+st.set_page_config(page_title="benchdeck", page_icon=":material/monitoring:", layout="wide")
 
 language_switch()
 lang = current_language()
@@ -17,8 +17,8 @@ st.sidebar.caption(t("app.identity_local", lang, user=current_user()))
 
 pages = {
     t("nav.section_run", lang): [
-        st.Page("pages/overview.py", title=t("nav.overview", lang), icon="🏠", default=True),
-        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon="➕", url_path="queue"),
+        st.Page("pages/overview.py", title=t("nav.overview", lang), icon=":material/home:", default=True),
+        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/add_circle:"),
     ],
 }
 st.navigation(pages).run()

@@ -12,6 +12,7 @@ from domain.i18n import LANGUAGES, t
 from domain.settings import get_settings
 
 LANG_KEY = "lang"
+LANG_WIDGET_KEY = "lang_switch"
 # Short TTL: pages poll live state, and each uncached read costs a locked open/close (~25 ms).
 QUERY_TTL_S = 2
 
@@ -22,13 +23,21 @@ def current_language() -> str:
     return str(st.session_state[LANG_KEY])
 
 
+def _adopt_widget_language() -> None:
+    st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]
+
+
 def language_switch() -> None:
-    current_language()
+    """The sidebar switch.  The chosen language lives in its own key, not the widget's,
+    so that it survives page switches and the widget can be rebuilt with it as index."""
+    lang = current_language()
     st.sidebar.radio(
         "言語 / Language",
         options=list(LANGUAGES),
+        index=LANGUAGES.index(lang),
         format_func=lambda code: {"ja": "日本語", "en": "English"}[code],
-        key=LANG_KEY,
+        key=LANG_WIDGET_KEY,
+        on_change=_adopt_widget_language,
         horizontal=True,
     )
 
@@ -57,4 +66,4 @@ def cached_counts() -> dict[str, int]:
 
 def show_busy(exc: DbBusy) -> None:
     """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves."""
-    st.warning(t("app.busy", current_language()), icon="⏳")
+    st.warning(t("app.busy", current_language()), icon=":material/hourglass_top:")

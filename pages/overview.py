@@ -39,7 +39,7 @@ def live_overview() -> None:
         show_busy(exc)
         return
     if not runs:
-        st.info(t("overview.empty", lang), icon="📭")
+        st.info(t("overview.empty", lang), icon=":material/inbox:")
         return
     st.subheader(t("overview.counts", lang))
     columns = st.columns(5)

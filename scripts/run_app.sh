@@ -6,5 +6,5 @@ setup_app_env requirements.txt
 setup_sglang_env
 setup_tokenizer
 log "starting the app on http://127.0.0.1:${BENCHDECK_APP_PORT:-8501} (DB: ${BENCHDECK_DB:-data/benchdeck.duckdb})"
-exec .venv/bin/python -m streamlit run app.py \
+exec .venv/bin/python scripts/serve_app.py \
   --server.address "${BENCHDECK_APP_ADDRESS:-127.0.0.1}" --server.port "${BENCHDECK_APP_PORT:-8501}"

@@ -37,3 +37,19 @@ def env(db_path: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
         PYTHONPATH=str(ROOT),
     )
     yield e
+
+
+@pytest.fixture
+def browser_page() -> Iterator[object]:
+    """A fresh headless Chromium page (Playwright over Debian's chromium)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900}, locale="ja-JP")
+        try:
+            yield page
+        finally:
+            browser.close()

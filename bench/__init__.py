@@ -1,0 +1,1 @@
+"""benchdeck's benchmark suite: ``make bench`` (``python -m bench``) prints its figures."""
