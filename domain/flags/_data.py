@@ -1,0 +1,48 @@
+"""Loading the flag package's YAML data files (policy, drift table, risk layers, ...).
+
+The files are plain data that an administrator or the team edits; they are read with
+``yaml.safe_load`` only, and each loader in this package turns the raw mapping into
+typed objects so a malformed file fails at load time with the file's name.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+class DataFileError(ValueError):
+    """A data file is missing, unreadable or not shaped as its loader expects."""
+
+
+@lru_cache(maxsize=32)
+def load_yaml_file(path: Path) -> dict[str, Any]:
+    """The mapping at the top of ``path``; cached because the files change only on deploy."""
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataFileError(f"{path}: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise DataFileError(f"{path}: expected a mapping at the top level")
+    return loaded
+
+
+def data_file(name: str) -> dict[str, Any]:
+    """A file from this package's ``data/`` directory, by relative name."""
+    return load_yaml_file(DATA_DIR / name)
+
+
+def bilingual(raw: object, where: str) -> dict[str, str]:
+    """A ``{ja: ..., en: ...}`` mapping from a data file, checked."""
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k), str) for k in ("ja", "en")):
+        raise DataFileError(f"{where}: expected a mapping with 'ja' and 'en' texts")
+    return {"ja": raw["ja"], "en": raw["en"]}
+
+
+def pick_language(texts: dict[str, str], lang: str) -> str:
+    return texts.get(lang) or texts["en"]

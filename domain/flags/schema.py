@@ -1,0 +1,191 @@
+"""SGLang server-argument schemas, one JSON file per SGLang version.
+
+The files in ``schemas/`` are dumps of ``ServerArgs.add_cli_args`` made from the real
+packages by ``tools/sglang_schema_dump.py``.  Everything here matches flags by their
+exact spelling: argparse's prefix matching (``--prefill-only`` silently becoming
+``--prefill-only-disable-kv-cache``) is exactly what validation must never do.
+
+Flag names are handled without their leading dashes, as plans write them
+(``tp-size: 8``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+_SCHEMA_FILE = re.compile(r"^sglang_args_(?P<version>.+)\.json$")
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(rc|post)(\d+))?$")
+
+# Action classes whose flag takes no value on the command line.
+_NO_VALUE_NARGS = 0
+LIST_NARGS = frozenset({"+", "*"})
+
+
+class SchemaError(ValueError):
+    """No schema for a version, or a schema file that is not shaped as expected."""
+
+
+def version_key(version: str) -> tuple[int, int, int, int, int]:
+    """Sort key for SGLang versions: ``0.5.9 < 0.5.15rc1 < 0.5.15 < 0.5.15.post1``."""
+    match = _VERSION.match(version)
+    if match is None:
+        raise SchemaError(f"not an SGLang release version: {version!r}")
+    major, minor, patch, tag, number = match.groups()
+    stage = {"rc": 0, None: 1, "post": 2}[tag]
+    return int(major), int(minor), int(patch), stage, int(number or 0)
+
+
+def strip_dashes(flag: str) -> str:
+    """``--tp-size`` -> ``tp-size``; names without dashes pass through."""
+    return flag[2:] if flag.startswith("--") else flag
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One argparse action of ``ServerArgs``: all its spellings and how it takes a value."""
+
+    dest: str
+    names: tuple[str, ...]  # every spelling, without dashes
+    primary: str
+    action: str
+    type: str | None
+    nargs: int | str | None
+    default: Any
+    choices: tuple[Any, ...] | None
+    help: str
+    deprecated: bool
+    replacement: str | None
+    suppressed: bool
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> FlagSpec:
+        choices = raw.get("choices")
+        return cls(
+            dest=str(raw["dest"]),
+            names=tuple(strip_dashes(f) for f in raw["flags"]),
+            primary=strip_dashes(str(raw["primary"])),
+            action=str(raw["action"]),
+            type=raw.get("type"),
+            nargs=raw.get("nargs"),
+            default=raw.get("default"),
+            choices=tuple(choices) if choices is not None else None,
+            help=str(raw.get("help") or ""),
+            deprecated=bool(raw.get("deprecated")),
+            replacement=raw.get("replacement"),
+            suppressed=bool(raw.get("suppressed")),
+        )
+
+    @property
+    def takes_no_value(self) -> bool:
+        """True for switches: store_true, BooleanOptionalAction, deprecated switches."""
+        return self.nargs == _NO_VALUE_NARGS
+
+    @property
+    def takes_list(self) -> bool:
+        return self.nargs in LIST_NARGS
+
+    @property
+    def value_optional(self) -> bool:
+        """``nargs='?'``: the flag may stand alone or take one value."""
+        return self.nargs == "?"
+
+    @property
+    def retired(self) -> bool:
+        """SGLang's ``DeprecatedAction``: the flag stops the launch or does nothing at all."""
+        return self.action == "DeprecatedAction"
+
+    def negated(self, name: str) -> bool:
+        """True when ``name`` is the ``--no-x`` spelling of a BooleanOptionalAction."""
+        return self.action == "BooleanOptionalAction" and name != self.primary and name.startswith("no-")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The full server-argument schema of one SGLang version."""
+
+    version: str
+    specs: tuple[FlagSpec, ...]
+    stubbed: tuple[str, ...] = ()
+    _by_name: dict[str, FlagSpec] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for spec in self.specs:
+            for name in spec.names:
+                self._by_name[name] = spec
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> Schema:
+        """Build from the JSON the dump script writes (also how the runner stores it in DuckDB)."""
+        try:
+            specs = tuple(FlagSpec.from_dict(a) for a in raw["args"])
+            return cls(
+                version=str(raw["sglang_version"]),
+                specs=specs,
+                stubbed=tuple(raw.get("stubbed") or ()),
+            )
+        except (KeyError, TypeError) as exc:
+            raise SchemaError(f"malformed schema: missing or bad field {exc}") from exc
+
+    def lookup(self, flag: str) -> FlagSpec | None:
+        """The action for an exact flag spelling (aliases included), or None."""
+        return self._by_name.get(strip_dashes(flag))
+
+    def __contains__(self, flag: object) -> bool:
+        return isinstance(flag, str) and self.lookup(flag) is not None
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every accepted spelling, without dashes."""
+        return frozenset(self._by_name)
+
+
+def schema_path(version: str, schema_dir: Path | None = None) -> Path:
+    return (schema_dir or SCHEMA_DIR) / f"sglang_args_{version}.json"
+
+
+def known_versions(schema_dir: Path | None = None) -> list[str]:
+    """Versions with a shipped schema, oldest first."""
+    directory = schema_dir or SCHEMA_DIR
+    found = (_SCHEMA_FILE.match(p.name) for p in directory.glob("sglang_args_*.json"))
+    versions = [m["version"] for m in found if m is not None and _VERSION.match(m["version"])]
+    return sorted(versions, key=version_key)
+
+
+def newest_version(schema_dir: Path | None = None) -> str:
+    versions = known_versions(schema_dir)
+    if not versions:
+        raise SchemaError(f"no SGLang schemas in {schema_dir or SCHEMA_DIR}")
+    return versions[-1]
+
+
+def load_schema(version: str, schema_dir: Path | None = None) -> Schema:
+    """The shipped schema of ``version``; SchemaError if there is none."""
+    return _load_schema_file(schema_path(version, schema_dir))
+
+
+@lru_cache(maxsize=16)
+def _load_schema_file(path: Path) -> Schema:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SchemaError(f"no schema for this SGLang version: {path.name}") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SchemaError(f"{path}: {exc}") from exc
+    return Schema.from_dict(raw)
+
+
+def all_schemas(schema_dir: Path | None = None) -> list[Schema]:
+    """Every shipped schema, oldest first."""
+    return [load_schema(v, schema_dir) for v in known_versions(schema_dir)]
+
+
+def versions_with_flag(flag: str, schemas: Iterable[Schema]) -> list[str]:
+    """The versions (among ``schemas``) that accept this exact spelling."""
+    return [s.version for s in schemas if flag in s]
