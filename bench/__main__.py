@@ -5,20 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import db_lock
+from bench import db_lock, runner_gaps
 
 BENCHMARKS = {
     "db_lock": db_lock.run,
+    "runner_gaps": runner_gaps.run,
 }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="benchmarks to run (default: all)")
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run (default: all): {', '.join(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a fast look (not for quoting)")
     args = parser.parse_args()
+    unknown = set(args.names) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     for name in args.names or list(BENCHMARKS):
         print(f"== {name}", flush=True)
-        BENCHMARKS[name]()
+        BENCHMARKS[name](quick=args.quick)
     return 0
 
 

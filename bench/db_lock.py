@@ -74,7 +74,7 @@ def claim_race(db: Path, runs: int = 400, claimers: int = 8) -> None:
           f"each run claimed exactly once: {exact}; per-claimer wins {[len(w) for w in won]}")  # type: ignore[arg-type]
 
 
-def run() -> None:
+def run(quick: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        reader_writer(Path(tmp) / "rw.duckdb")
-        claim_race(Path(tmp) / "claims.duckdb")
+        reader_writer(Path(tmp) / "rw.duckdb", writes=100 if quick else 300)
+        claim_race(Path(tmp) / "claims.duckdb", runs=100 if quick else 400)

@@ -103,7 +103,10 @@ def _core_tables(con: duckdb.DuckDBPyConnection) -> None:
             startup_facts JSON,
             host_info JSON,
             current_point VARCHAR,
-            log_tail VARCHAR
+            log_tail VARCHAR,
+            raw_bench_output VARCHAR,
+            bench_client JSON,
+            telemetry_dir VARCHAR
         )
         """
     )
@@ -131,20 +134,26 @@ def _core_tables(con: duckdb.DuckDBPyConnection) -> None:
             tpot_mean_ms DOUBLE, tpot_median_ms DOUBLE, tpot_p90_ms DOUBLE, tpot_p95_ms DOUBLE, tpot_p99_ms DOUBLE,
             itl_mean_ms DOUBLE, itl_median_ms DOUBLE, itl_p90_ms DOUBLE, itl_p95_ms DOUBLE, itl_p99_ms DOUBLE,
             e2e_mean_ms DOUBLE, e2e_median_ms DOUBLE, e2e_p90_ms DOUBLE, e2e_p95_ms DOUBLE, e2e_p99_ms DOUBLE,
-            raw_record JSON
+            raw_record JSON,
+            timing JSON
         )
         """
     )
+    # Raw samples (4 Hz x GPUs x metrics) go to per-attempt Parquet files under the work
+    # dir; the DB keeps one summary row per point and metric, which is all pages read.
     con.execute(
         """
-        CREATE TABLE telemetry_samples (
+        CREATE TABLE telemetry_summaries (
+            point_id BIGINT NOT NULL,
             attempt_id BIGINT NOT NULL,
-            point_id BIGINT,
-            ts TIMESTAMP NOT NULL,
             source VARCHAR NOT NULL,
             device INTEGER,
             metric VARCHAR NOT NULL,
-            value DOUBLE
+            n INTEGER NOT NULL,
+            mean DOUBLE,
+            p50 DOUBLE,
+            max DOUBLE,
+            note VARCHAR
         )
         """
     )
@@ -198,6 +207,7 @@ def _sglang_schemas(con: duckdb.DuckDBPyConnection) -> None:
 def _indexes(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE INDEX attempts_run ON attempts (run_id)")
     con.execute("CREATE INDEX points_run ON sweep_points (run_id)")
+    con.execute("CREATE INDEX telemetry_point ON telemetry_summaries (point_id)")
 
 
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:

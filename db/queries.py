@@ -106,8 +106,8 @@ WHERE status IN ('claimed', 'starting', 'benchmarking') AND lease_expires_at < ?
 """
 
 ATTEMPTS_OF_RUN = """
-SELECT id, attempt_no, runner_id, status, failure_kind, message, claimed_at, finished_at, pgids,
-       server_argv, startup_facts, host_info, current_point, log_tail
+SELECT id, attempt_no, runner_id, status, failure_kind, message, claimed_at, heartbeat_at, finished_at, pgids,
+       server_argv, startup_facts, host_info, current_point, log_tail, raw_bench_output, bench_client, telemetry_dir
 FROM attempts WHERE run_id = ? ORDER BY attempt_no
 """
 
@@ -119,3 +119,88 @@ INSERT INTO audit_log (logged_at, actor, action, run_id, details) VALUES (?, ?, 
 LIST_AUDIT = "SELECT id, logged_at, actor, action, run_id, details FROM audit_log ORDER BY id DESC LIMIT ?"
 
 TABLE_NAMES = "SELECT table_name FROM information_schema.tables ORDER BY table_name"
+
+# --- the runner's writes during an attempt (all fenced by runner id and active status) -----
+RECORD_CHILDREN = """
+UPDATE attempts SET pgids = ?
+WHERE id = ? AND runner_id = ? AND status IN ('claimed', 'starting', 'benchmarking')
+RETURNING id
+"""
+
+ATTEMPT_PGIDS = "SELECT pgids FROM attempts WHERE id = ?"
+
+RECORD_STARTUP = """
+UPDATE attempts SET server_argv = ?, startup_facts = ?, host_info = ?, bench_client = ?, telemetry_dir = ?
+WHERE id = ? AND runner_id = ? AND status IN ('claimed', 'starting', 'benchmarking')
+RETURNING id
+"""
+
+SET_CURRENT_POINT = """
+UPDATE attempts SET current_point = ?
+WHERE id = ? AND runner_id = ? AND status = 'benchmarking'
+RETURNING id
+"""
+
+RECORD_RAW_OUTPUT = """
+UPDATE attempts SET raw_bench_output = ?
+WHERE id = ? AND runner_id = ? AND status IN ('starting', 'benchmarking')
+RETURNING id
+"""
+
+# The fence for results: a point is inserted only while its attempt is benchmarking under
+# this runner, so a late writer whose attempt was failed as runner_lost inserts nothing.
+ATTEMPT_IS_BENCHMARKING = """
+SELECT run_id FROM attempts WHERE id = ? AND runner_id = ? AND status = 'benchmarking'
+"""
+
+INSERT_POINT = """
+INSERT INTO sweep_points (run_id, attempt_id, scenario, concurrency, repeat_idx, conditions, started_at, finished_at,
+    completed, requested, duration_s, request_throughput, input_throughput, output_throughput, total_throughput,
+    achieved_concurrency,
+    ttft_mean_ms, ttft_median_ms, ttft_p90_ms, ttft_p95_ms, ttft_p99_ms,
+    tpot_mean_ms, tpot_median_ms, tpot_p90_ms, tpot_p95_ms, tpot_p99_ms,
+    itl_mean_ms, itl_median_ms, itl_p90_ms, itl_p95_ms, itl_p99_ms,
+    e2e_mean_ms, e2e_median_ms, e2e_p90_ms, e2e_p95_ms, e2e_p99_ms,
+    raw_record, timing)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+        ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+INSERT_TELEMETRY_SUMMARY = """
+INSERT INTO telemetry_summaries (point_id, attempt_id, source, device, metric, n, mean, p50, max, note)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+CANCEL_REQUESTED_BY = "SELECT cancel_requested_by FROM runs WHERE id = ?"
+
+POINTS_OF_RUN = """
+SELECT * FROM sweep_points WHERE run_id = ? ORDER BY scenario, concurrency, repeat_idx
+"""
+
+TELEMETRY_OF_RUN = """
+SELECT t.* FROM telemetry_summaries t JOIN sweep_points p ON p.id = t.point_id WHERE p.run_id = ?
+"""
+
+# --- runners and schemas -------------------------------------------------------------
+UPSERT_RUNNER = """
+INSERT INTO runners (id, host, gpu_type, gpu_count, sglang_version, started_at, heartbeat_at, healthy,
+                     unhealthy_reason, info)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, gpu_type = excluded.gpu_type, gpu_count = excluded.gpu_count,
+    sglang_version = excluded.sglang_version, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
+    healthy = excluded.healthy, unhealthy_reason = excluded.unhealthy_reason, info = excluded.info
+"""
+
+RUNNER_HEARTBEAT = """
+UPDATE runners SET heartbeat_at = ?, healthy = ?, unhealthy_reason = ? WHERE id = ? RETURNING id
+"""
+
+LIST_RUNNERS = "SELECT * FROM runners ORDER BY id"
+
+UPSERT_SCHEMA = """
+INSERT INTO sglang_schemas (version, host, extracted_at, schema) VALUES (?, ?, ?, ?)
+ON CONFLICT (version, host) DO UPDATE SET extracted_at = excluded.extracted_at, schema = excluded.schema
+"""
+
+LIST_SCHEMA_VERSIONS = "SELECT version, host, extracted_at FROM sglang_schemas ORDER BY version"

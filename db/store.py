@@ -19,6 +19,7 @@ import duckdb
 from db import queries as q
 from db.connection import connect, transaction
 from db.migrations import migrate
+from domain.bench_record import METRIC_COLUMNS
 from domain.plan import RunPlan, configuration_id
 from domain.settings import Settings
 from domain.states import (
@@ -53,10 +54,19 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class ProcessGroup:
+    """A child's process group as recorded: the start time tells a reused PID apart."""
+
+    pgid: int
+    started_at: float | None
+    role: str
+
+
+@dataclass(frozen=True)
 class ExpiredAttempt:
     attempt_id: int
     run_id: int
-    pgids: list[int]
+    groups: list[ProcessGroup]
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,11 @@ def _one(row: tuple[Any, ...] | None) -> Any:
     if row is None:
         raise RuntimeError("expected a row, got none")
     return row[0]
+
+
+def _groups(pgids_json: str | None) -> list[ProcessGroup]:
+    groups = json.loads(pgids_json or "[]")
+    return [ProcessGroup(int(g["pgid"]), g.get("started_at"), g.get("role", "")) for g in groups]
 
 
 def _rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -191,6 +206,7 @@ class Store:
         log_tail: str | None = None,
         retry_allowed: bool = False,
         max_attempts: int = 1,
+        requeue_on_cancel: bool = False,
     ) -> RunStatus:
         """End an attempt and decide its run's status in the same transaction.
 
@@ -209,16 +225,21 @@ class Store:
             if not rows:
                 raise LostRace(f"attempt {attempt_id} was not {current} under runner {runner_id}")
             run_id = int(rows[0][0])
-            run_status = self._settle_run(con, run_id, new, retry_allowed=retry_allowed, max_attempts=max_attempts)
+            run_status = self._settle_run(con, run_id, new, retry_allowed=retry_allowed, max_attempts=max_attempts,
+                                          requeue_on_cancel=requeue_on_cancel)
         return run_status
 
     def _settle_run(
         self, con: duckdb.DuckDBPyConnection, run_id: int, outcome: AttemptStatus, *, retry_allowed: bool,
-        max_attempts: int,
+        max_attempts: int, requeue_on_cancel: bool = False,
     ) -> RunStatus:
+        """The run's status after an attempt ends.  A failure that may be retried, with
+        attempts left, and an attempt cancelled because its runner stopped (not by the
+        user), both send the run back to the queue for a new attempt."""
         count = con.execute(q.COUNT_ATTEMPTS, [run_id]).fetchone()
         attempts = int(count[0]) if count else 0
-        if outcome is AttemptStatus.FAILED and retry_allowed and attempts < max_attempts:
+        retry = outcome is AttemptStatus.FAILED and retry_allowed and attempts < max_attempts
+        if retry or (outcome is AttemptStatus.CANCELLED and requeue_on_cancel):
             target = RunStatus.QUEUED
             rows = con.execute(q.MOVE_RUN, [target, run_id, RunStatus.RUNNING]).fetchall()
         else:
@@ -257,7 +278,7 @@ class Store:
                 if finished:
                     self._settle_run(con, int(run_id), AttemptStatus.FAILED, retry_allowed=retry_allowed,
                                      max_attempts=max_attempts)
-                    expired.append(ExpiredAttempt(int(attempt_id), int(run_id), json.loads(pgids or "[]")))
+                    expired.append(ExpiredAttempt(int(attempt_id), int(run_id), _groups(pgids)))
         return expired
 
     def cancel_run(self, run_id: int, *, actor: str) -> RunStatus:
@@ -271,7 +292,97 @@ class Store:
                 return RunStatus.RUNNING
         raise LostRace(f"run {run_id} is neither queued nor running")
 
+    # --- the runner's writes during an attempt ----------------------------------------
+    def record_child(self, attempt_id: int, runner_id: str, group: ProcessGroup) -> bool:
+        """Remember a child's process group so that whoever finds this attempt's lease
+        expired can kill it.  False: the attempt is no longer ours (fenced)."""
+        with self._tx() as con:
+            row = con.execute(q.ATTEMPT_PGIDS, [attempt_id]).fetchone()
+            groups = json.loads(row[0] or "[]") if row else []
+            groups.append({"pgid": group.pgid, "started_at": group.started_at, "role": group.role})
+            return bool(con.execute(q.RECORD_CHILDREN, [json.dumps(groups), attempt_id, runner_id]).fetchall())
+
+    def record_startup(
+        self, attempt_id: int, runner_id: str, *, server_argv: list[str], startup_facts: dict[str, Any],
+        host_info: dict[str, Any], bench_client: dict[str, Any], telemetry_dir: str,
+    ) -> bool:
+        with self._tx() as con:
+            return bool(con.execute(q.RECORD_STARTUP, [
+                json.dumps(server_argv), json.dumps(startup_facts, default=str), json.dumps(host_info, default=str),
+                json.dumps(bench_client), telemetry_dir, attempt_id, runner_id,
+            ]).fetchall())
+
+    def set_current_point(self, attempt_id: int, runner_id: str, point_key: str) -> bool:
+        with self._tx() as con:
+            return bool(con.execute(q.SET_CURRENT_POINT, [point_key, attempt_id, runner_id]).fetchall())
+
+    def record_raw_output(self, attempt_id: int, runner_id: str, raw: str) -> bool:
+        with self._tx() as con:
+            return bool(con.execute(q.RECORD_RAW_OUTPUT, [raw, attempt_id, runner_id]).fetchall())
+
+    def insert_point(
+        self, attempt_id: int, runner_id: str, *, scenario: str, concurrency: int, repeat_idx: int,
+        conditions: dict[str, Any], started_at: datetime, finished_at: datetime, metrics: dict[str, Any],
+        raw_record: dict[str, Any], telemetry: list[dict[str, Any]], timing: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Store one measured point and its telemetry summaries in one transaction.
+        None: the attempt is not benchmarking under this runner any more (a late write)."""
+        with self._tx() as con:
+            owner = con.execute(q.ATTEMPT_IS_BENCHMARKING, [attempt_id, runner_id]).fetchone()
+            if owner is None:
+                return None
+            values = [metrics.get(column) for column in METRIC_COLUMNS]
+            point_id = int(_one(con.execute(q.INSERT_POINT, [
+                owner[0], attempt_id, scenario, concurrency, repeat_idx, json.dumps(conditions), started_at,
+                finished_at, *values, json.dumps(raw_record), json.dumps(timing or {}),
+            ]).fetchone()))
+            if telemetry:
+                con.executemany(q.INSERT_TELEMETRY_SUMMARY, [
+                    [point_id, attempt_id, t["source"], t["device"], t["metric"], t["n"], t["mean"], t["p50"],
+                     t["max"], t["note"]] for t in telemetry
+                ])
+        return point_id
+
+    def cancel_requested_by(self, run_id: int) -> str | None:
+        with self._read() as con:
+            row = con.execute(q.CANCEL_REQUESTED_BY, [run_id]).fetchone()
+        return row[0] if row else None
+
+    # --- runners and schemas ------------------------------------------------------------
+    def register_runner(
+        self, runner_id: str, *, host: str, gpu_type: str, gpu_count: int, sglang_version: str | None,
+        healthy: bool, unhealthy_reason: str | None, info: dict[str, Any],
+    ) -> None:
+        now = utcnow()
+        with self._tx() as con:
+            con.execute(q.UPSERT_RUNNER, [runner_id, host, gpu_type, gpu_count, sglang_version, now, now, healthy,
+                                          unhealthy_reason, json.dumps(info, default=str)])
+
+    def runner_heartbeat(self, runner_id: str, *, healthy: bool, unhealthy_reason: str | None) -> None:
+        with self._tx() as con:
+            con.execute(q.RUNNER_HEARTBEAT, [utcnow(), healthy, unhealthy_reason, runner_id])
+
+    def list_runners(self) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.LIST_RUNNERS))
+
+    def store_schema(self, version: str, host: str, schema: dict[str, Any]) -> None:
+        with self._tx() as con:
+            con.execute(q.UPSERT_SCHEMA, [version, host, utcnow(), json.dumps(schema)])
+
+    def schema_versions(self) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.LIST_SCHEMA_VERSIONS))
+
     # --- reading --------------------------------------------------------------------
+    def points_of(self, run_id: int) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.POINTS_OF_RUN, [run_id]))
+
+    def telemetry_of(self, run_id: int) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.TELEMETRY_OF_RUN, [run_id]))
+
     def list_runs(self, limit: int = 200) -> list[dict[str, Any]]:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.LIST_RUNS, [limit]))

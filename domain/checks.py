@@ -1,14 +1,19 @@
-"""Checks on a whole plan before it is queued (and again by the runner before launch).
+"""Checks on a whole plan before it is queued (and, for flags, again by the runner before
+launch): flag validation against the chosen SGLang version, rule risk, memory fit.
 
-The plan model already rejected malformed fields; this adds the checks that need
-settings or other domain knowledge, and collects them into one report that the CLI,
-the form and the runner all show the same way.
+The CLI prints ``detail``; the form shows ``errors`` and ``warnings`` beside the fields.
+Only flag errors block a submission: a broken contest rule or a memory verdict is shown
+as a warning, because the team also explores configurations for rules not yet final and
+the estimate is an estimate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.flags.report import ConfigCheck, check_configuration, format_check_report
+from domain.flags.schema import newest_version
+from domain.i18n import t
 from domain.plan import RunPlan
 from domain.settings import Settings
 
@@ -17,18 +22,38 @@ from domain.settings import Settings
 class CheckReport:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    detail: str = ""
+    config: ConfigCheck | None = None
 
     @property
     def ok(self) -> bool:
         return not self.errors
 
 
-def check_plan(plan: RunPlan, settings: Settings, lang: str) -> CheckReport:
-    report = CheckReport()
+def schema_version_for(plan: RunPlan, host_version: str | None = None) -> str:
+    """The SGLang version whose flags a plan is checked against: the plan's own, else the
+    runner host's installed one, else the newest shipped schema."""
+    return plan.sglang_version or host_version or newest_version()
+
+
+def configuration_check(plan: RunPlan, settings: Settings, host_version: str | None = None) -> ConfigCheck:
+    bench = plan.benchmark
+    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    return check_configuration(
+        plan.server_args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
+        gpu_type=plan.gpu.type, gpu_count=plan.gpu.count, input_len=largest.input_len,
+        output_len=largest.output_len, concurrency=max(bench.concurrency),
+    )
+
+
+def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None) -> CheckReport:
+    config = configuration_check(plan, settings, host_version)
+    report = CheckReport(detail=format_check_report(config, lang), config=config)
+    report.errors += [issue.message(lang) for issue in config.flags.errors]
+    report.warnings += [issue.message(lang) for issue in config.flags.warnings]
+    report.warnings += [broken.text(lang) for broken in config.risk.broken]
+    if config.memory is not None and (config.memory.verdict != "fits" or config.memory.warnings):
+        report.warnings.append(config.memory.text(lang))
     if plan.engine == "sglang" and settings.sglang_python is None:
-        report.warnings.append(
-            "engine: sglang, but this host has no SGLang configured (BENCHDECK_SGLANG_PYTHON); "
-            "only a runner host with SGLang can claim it"
-        )
+        report.warnings.append(t("check.no_sglang_here", lang))
     return report

@@ -60,6 +60,17 @@ class Settings(BaseSettings):
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="SIGTERM→SIGKILL grace for a process group.")
     poll_s: float = Field(default=2.0, gt=0, description="Runner's idle wait between queue polls.")
+    bench_mode: Literal["auto", "warm", "per-point"] = Field(
+        default="auto",
+        description="bench_serving client: one warm process per sweep (auto falls back to one per point "
+        "for clients that cannot be driven in-process).",
+    )
+    gpu_idle_memory_gb: float = Field(
+        default=2.0, ge=0,
+        description="GPU memory in use (per GPU) above which an idle GPU counts as used by a foreign process.",
+    )
+    point_timeout_s: float = Field(default=7200.0, gt=0, description="Longest one sweep point may run.")
+    telemetry_hz: float = Field(default=4.0, gt=0, le=50, description="Telemetry samples per second.")
     max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
     max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
     tokenizer_dir: Path = Field(

@@ -1,4 +1,4 @@
-"""``python -m runner``: submit, check and status (serve and work arrive with the daemon).
+"""``python -m runner``: submit, check, status, and the daemon (serve, work --burst).
 
 Every user error ends in a readable message and exit 1, never a traceback.
 """
@@ -38,13 +38,12 @@ def _load(path: str, settings: Settings, lang: str) -> RunPlan | None:
 
 
 def _print_report(report: CheckReport, lang: str) -> None:
-    for heading, lines in ((t("cli.errors", lang), report.errors), (t("cli.warnings", lang), report.warnings)):
-        if lines:
-            print(f"{heading}:")
-            for line in lines:
-                print(f"  - {line}")
-    for line in report.notes:
-        print(line)
+    print(report.detail)
+    extra = [w for w in report.warnings if w not in report.detail]
+    if extra:
+        print(f"{t('cli.warnings', lang)}:")
+        for line in extra:
+            print(f"  - {line}")
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
@@ -95,6 +94,15 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
+    from runner.daemon import Runner, configure_logging
+
+    configure_logging()
+    runner = Runner(settings)
+    runner.install_signal_handlers()
+    return runner.work(burst=args.burst)
+
+
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
@@ -112,6 +120,11 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="list runs and their state")
     status.add_argument("--limit", type=int, default=50)
     status.set_defaults(func=cmd_status)
+    serve = sub.add_parser("serve", help="the runner daemon: claim and execute runs until stopped")
+    serve.set_defaults(func=cmd_work, burst=False)
+    work = sub.add_parser("work", help="execute queued runs; with --burst, drain the queue and exit")
+    work.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+    work.set_defaults(func=cmd_work)
     return parser
 
 

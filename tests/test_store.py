@@ -22,7 +22,7 @@ def _claimed(store: Store):
 
 def test_migrations_are_recorded_once(store: Store) -> None:
     assert store.migrate() == []  # the fixture applied them all already
-    assert {"runs", "attempts", "sweep_points", "telemetry_samples", "runners", "audit_log",
+    assert {"runs", "attempts", "sweep_points", "telemetry_summaries", "runners", "audit_log",
             "configurations", "schema_migrations"} <= set(store.table_names())
 
 

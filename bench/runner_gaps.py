@@ -1,0 +1,138 @@
+"""Idle time between sweep points, and the telemetry sampler's CPU cost.
+
+A real runner (``python -m runner work --burst``) sweeps the emulator with the real
+bench_serving client: 8 points of about 30 s (128/256 tokens, concurrency 1…8, 24
+prompts per concurrency slot).  From the phase times the client reports per point:
+
+    gap(i→i+1) = (measure_start[i+1] − done[i]) − (flush_start[i+1] − warmup_start[i+1])
+
+that is, from the end of one measured point to the start of the next, flush, request
+hand-over, dataset and tokenizer preparation included, the next point's warmup excluded
+(warmup is method, not waste).  Reported as the median gap ÷ the median measured point.
+
+The same sweep with BENCHDECK_BENCH_MODE=per-point (one client process per point, the
+fallback for clients that cannot be driven in-process) has no phase marks; its gap is
+the wall time between points plus each process's run time not spent in the measured
+benchmark or its warmup (taken from the warm sweep's same point).
+
+``python -m bench runner_gaps`` (about 12 minutes); ``--quick`` uses 8 points of ~6 s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from db import Store
+from domain.plan_io import plan_from_mapping
+from runner.process import pick_free_port, start_child, stop_group
+from runner.telemetry import Sampler, read_server_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _plan(prompts_per_slot: int) -> Any:
+    return plan_from_mapping({
+        "name": "gap-bench", "engine": "emulator", "model": "Qwen/Qwen3-30B-A3B", "gpu": {"type": "H200", "count": 1},
+        "server_args": {"max-running-requests": 64},
+        "benchmark": {"scenarios": [{"name": "s", "input_len": 128, "output_len": 256}],
+                      "concurrency": [1, 2, 3, 4, 5, 6, 7, 8], "num_prompts": f"{prompts_per_slot}x", "warmup": "1x"},
+    })
+
+
+def _sweep(tmp: Path, mode: str, prompts_per_slot: int) -> list[dict[str, Any]]:
+    db = tmp / f"{mode}.duckdb"
+    store = Store(db)
+    store.migrate()
+    run_id, _ = store.submit_run(_plan(prompts_per_slot), submitted_by="bench")
+    env = dict(os.environ, BENCHDECK_DB=str(db), BENCHDECK_WORK_DIR=str(tmp / f"runs-{mode}"),
+               BENCHDECK_BENCH_MODE=mode, BENCHDECK_RUNNER_ID=f"bench-{mode}", PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "runner", "work", "--burst"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=3600, check=False)
+    if store.get_run(run_id)["status"] != "succeeded":  # type: ignore[index]
+        raise RuntimeError(f"{mode} sweep failed: {done.stderr[-2000:]}")
+    points = store.points_of(run_id)
+    for point in points:
+        point["timing"] = json.loads(point["timing"])
+    return sorted(points, key=lambda p: p["timing"]["sent"])
+
+
+def _warm_gaps(points: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float]]:
+    gaps, durations, warmups = [], [], []
+    for prev, nxt in itertools.pairwise(points):
+        t = nxt["timing"]
+        warmup = t["flush_start"] - t["warmup_start"]
+        gaps.append(t["measure_start"] - prev["timing"]["done"] - warmup)
+        warmups.append(warmup)
+    durations = [p["timing"]["done"] - p["timing"]["measure_start"] for p in points]
+    return gaps, durations, warmups
+
+
+def _per_point_gaps(points: list[dict[str, Any]], warm_points: list[dict[str, Any]]) -> list[float]:
+    gaps = []
+    for i in range(1, len(points)):
+        t = points[i]["timing"]
+        warm = warm_points[i]["timing"]
+        measured = warm["done"] - warm["measure_start"]
+        warmup = warm["flush_start"] - warm["warmup_start"]
+        overhead = (t["done"] - t["sent"]) - measured - warmup
+        gaps.append((t["sent"] - points[i - 1]["timing"]["done"]) + overhead)
+    return gaps
+
+
+def sampler_cost(seconds: float = 20.0) -> None:
+    """CPU of the server-metrics sampler at 4 Hz against a live emulator (no GPU here;
+    the NVML sampler was measured on the lent H200: see bench/nvml_probe.py)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = pick_free_port(31000, 31999)
+        child = start_child([sys.executable, "-m", "runner.emulator", "--model-path", "Qwen/Qwen3-30B-A3B",
+                             "--host", "127.0.0.1", "--port", str(port), "--enable-metrics"],
+                            log_path=Path(tmp) / "emu.log")
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    read_server_metrics(url, time.time())
+                    break
+                except Exception:
+                    time.sleep(0.3)
+            me = psutil.Process()
+            cpu0 = sum(me.cpu_times()[:2])
+            sampler = Sampler(lambda now: read_server_metrics(url, now), hz=4)
+            sampler.start()
+            time.sleep(seconds)
+            samples = sampler.stop()
+            cpu = sum(me.cpu_times()[:2]) - cpu0
+        finally:
+            stop_group(child.pgid, grace_s=5, popen=child.popen)
+    print(f"server /metrics sampler at 4 Hz: {cpu:.3f} s CPU over {seconds:.0f} s = {100 * cpu / seconds:.2f} % "
+          f"of one core ({len(samples)} samples, {sampler.errors} errors)")
+
+
+def run(quick: bool = False) -> None:
+    prompts = 5 if quick else 24
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        warm = _sweep(tmp, "warm", prompts)
+        gaps, durations, warmups = _warm_gaps(warm)
+        median_point = statistics.median(durations)
+        print(f"warm client (one process per sweep): {len(warm)} points, median measured point {median_point:.1f} s, "
+              f"median warmup {statistics.median(warmups):.2f} s")
+        print(f"  idle gap median {statistics.median(gaps):.3f} s, max {max(gaps):.3f} s "
+              f"= {100 * statistics.median(gaps) / median_point:.2f} % of the median point (goal ≤ 2 %)")
+        per_point = _sweep(tmp, "per-point", prompts)
+        pp_gaps = _per_point_gaps(per_point, warm)
+        print(f"one process per point (fallback): idle gap median {statistics.median(pp_gaps):.2f} s, "
+              f"max {max(pp_gaps):.2f} s = {100 * statistics.median(pp_gaps) / median_point:.1f} % of the median point")
+    sampler_cost()

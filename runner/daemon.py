@@ -1,0 +1,451 @@
+"""The runner daemon: claim a run, launch its engine, sweep it with bench_serving, store it.
+
+Shape (after rq and procrastinate):
+- ``run_once()`` reaps expired leases (killing the process groups they recorded), then
+  claims at most one run this host can serve and executes it; ``work(burst=True)``
+  drains the queue and returns, ``serve()`` loops until stopped.
+- An attempt's final status is decided once, in ``finally``; every move is a guarded
+  UPDATE, and a lost race means someone else (lease expiry) already ended it.
+- A heartbeat thread renews the lease and watches for a cancel request.  A lost lease is
+  a fence: the attempt stops writing at once.
+- First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
+  cold stop (kill the children now, requeue the run).  Either way nothing is left running.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from db import LostRace, RunnerCapabilities, Store
+from db.store import Claim, ProcessGroup, utcnow
+from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
+from domain.checks import schema_version_for
+from domain.flags.validate import validate_server_args
+from domain.plan import Point, RunPlan, point_conditions
+from domain.settings import Settings
+from domain.states import NEVER_RETRIED, AttemptStatus, FailureKind
+from runner import engine, host
+from runner.bench_client import (
+    BenchCancelled,
+    BenchClient,
+    BenchError,
+    OneShotBenchClient,
+    PointOutcome,
+    WarmBenchClient,
+    bench_env,
+    build_bench_argv,
+)
+from runner.process import kill_recorded_group, pick_free_port, port_is_free
+from runner.telemetry import NvmlReader, Sampler, open_nvml, read_server_metrics, summarise, write_parquet
+
+log = logging.getLogger("benchdeck.runner")
+GPU_MEMORY_TOLERANCE_GB = 1.0
+
+
+class Fenced(Exception):
+    """This runner's lease on the attempt was lost; another party already ended it."""
+
+
+@dataclass
+class StopState:
+    """Warm stop after the first signal, cold after the second."""
+
+    warm: threading.Event = field(default_factory=threading.Event)
+    cold: threading.Event = field(default_factory=threading.Event)
+
+    def request(self) -> None:
+        if self.warm.is_set():
+            self.cold.set()
+        self.warm.set()
+
+
+@dataclass
+class AttemptContext:
+    claim: Claim
+    settings: Settings
+    store: Store
+    runner_id: str
+    stop: StopState
+    cancel: threading.Event = field(default_factory=threading.Event)
+    fenced: threading.Event = field(default_factory=threading.Event)
+    status: AttemptStatus = AttemptStatus.CLAIMED
+    server: engine.EngineServer | None = None
+    client: BenchClient | None = None
+    points_done: int = 0
+    # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
+    stopped_by_runner: bool = False
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.claim.plan
+
+    @property
+    def attempt_dir(self) -> Path:
+        return self.settings.work_dir / f"attempt-{self.claim.attempt_id}"
+
+    def move(self, new: AttemptStatus) -> None:
+        try:
+            self.store.move_attempt(self.claim.attempt_id, self.runner_id, self.status, new)
+        except LostRace as exc:
+            raise Fenced(str(exc)) from exc
+        self.status = new
+
+    def interrupted(self) -> bool:
+        """True when the attempt must stop now (cold stop, cancel, or a lost lease)."""
+        if self.fenced.is_set():
+            return True
+        if self.stop.cold.is_set():
+            self.stopped_by_runner = True
+            return True
+        return self.cancel.is_set()
+
+
+class Heartbeat(threading.Thread):
+    """Renews the lease every ``heartbeat_s``; sets ``fenced`` if it was lost and
+    ``cancel`` when the user asked to cancel the run."""
+
+    def __init__(self, ctx: AttemptContext):
+        super().__init__(daemon=True, name="heartbeat")
+        self.ctx = ctx
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        ctx, settings = self.ctx, self.ctx.settings
+        while not self._done.wait(settings.heartbeat_s):
+            try:
+                if not ctx.store.heartbeat(ctx.claim.attempt_id, ctx.runner_id, lease_s=settings.lease_s):
+                    ctx.fenced.set()
+                    return
+                if ctx.store.cancel_requested_by(ctx.claim.run_id):
+                    ctx.cancel.set()
+            except Exception:  # a busy DB delays one beat; the lease covers several
+                log.exception("heartbeat failed")
+
+    def finish(self) -> None:
+        self._done.set()
+        self.join(timeout=10)
+
+
+class Runner:
+    def __init__(self, settings: Settings, store: Store | None = None):
+        self.settings = settings
+        self.store = store or Store.from_settings(settings)
+        self.stop = StopState()
+        self.nvml, self.nvml_reason = open_nvml()
+        self.sglang_version = self._detect_sglang_version()
+        self.healthy = True
+        self.unhealthy_reason: str | None = None
+        self.caps = RunnerCapabilities(settings.runner_id, settings.runner_gpu_type, settings.runner_gpu_count,
+                                       self.sglang_version)
+
+    # --- start-up -----------------------------------------------------------------------
+    def _detect_sglang_version(self) -> str | None:
+        """Real SGLang only where an administrator configured its interpreter."""
+        if self.settings.sglang_python is None:
+            return None
+        from runner.schema_sync import installed_schema
+
+        schema = installed_schema(self.settings.sglang_python)
+        self._installed_schema = schema
+        return str(schema["sglang_version"])
+
+    def start(self) -> None:
+        self.store.migrate()
+        info = host.host_info(self.nvml, self.nvml_reason)
+        self.host_info = info
+        self.store.register_runner(
+            self.caps.runner_id, host=info["hostname"], gpu_type=self.caps.gpu_type, gpu_count=self.caps.gpu_count,
+            sglang_version=self.sglang_version, healthy=True, unhealthy_reason=None,
+            info={"gpu": info["gpu"], "demo_mode": self.sglang_version is None},
+        )
+        if self.sglang_version is not None:
+            self.store.store_schema(self.sglang_version, info["hostname"], self._installed_schema)
+        self.reap_expired()
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.warning("signal %s: %s stop", signum, "cold" if self.stop.warm.is_set() else "warm")
+            self.stop.request()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    # --- the loop -------------------------------------------------------------------------
+    def reap_expired(self) -> None:
+        """Fail attempts whose lease expired (runner_lost) and kill the groups they recorded."""
+        for expired in self.store.expire_leases(retry_allowed=True, max_attempts=self.settings.max_attempts):
+            for group in expired.groups:
+                killed = kill_recorded_group(group.pgid, group.started_at, grace_s=self.settings.stop_grace_s)
+                log.warning("attempt %s lost its runner; %s group %s %s", expired.attempt_id, group.role,
+                            group.pgid, "killed" if killed else "already gone")
+
+    def run_once(self) -> bool:
+        """One pass of the claim loop; True if a run was executed."""
+        self.reap_expired()
+        self._check_health()
+        if not self.healthy or self.stop.warm.is_set():
+            return False
+        claim = self.store.claim_next(self.caps, lease_s=self.settings.lease_s)
+        if claim is None:
+            return False
+        self.execute(claim)
+        return True
+
+    def work(self, *, burst: bool) -> int:
+        self.start()
+        while not self.stop.warm.is_set():
+            ran = self.run_once()
+            if not ran:
+                if burst:
+                    break
+                self.stop.warm.wait(self.settings.poll_s)
+            self.store.runner_heartbeat(self.caps.runner_id, healthy=self.healthy,
+                                        unhealthy_reason=self.unhealthy_reason)
+        return 0
+
+    def _check_health(self) -> None:
+        """An unhealthy host claims nothing until its GPUs are clean again."""
+        if self.healthy:
+            return
+        if not host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb):
+            self.healthy, self.unhealthy_reason = True, None
+            self.store.runner_heartbeat(self.caps.runner_id, healthy=True, unhealthy_reason=None)
+
+    def _mark_unhealthy(self, reason: str) -> None:
+        self.healthy, self.unhealthy_reason = False, reason
+        self.store.runner_heartbeat(self.caps.runner_id, healthy=False, unhealthy_reason=reason)
+
+    # --- one attempt ----------------------------------------------------------------------
+    def execute(self, claim: Claim) -> None:
+        ctx = AttemptContext(claim, self.settings, self.store, self.caps.runner_id, self.stop)
+        beat = Heartbeat(ctx)
+        beat.start()
+        outcome: tuple[AttemptStatus, FailureKind | None, str | None] = (
+            AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "the runner failed unexpectedly")
+        try:
+            self._run_attempt(ctx)
+            outcome = (AttemptStatus.SUCCEEDED, None, None)
+        except engine.AttemptCancelled as exc:
+            outcome = (AttemptStatus.CANCELLED, None, str(exc))
+        except BenchCancelled:
+            outcome = (AttemptStatus.CANCELLED, None, "cancelled during a point")
+        except engine.AttemptFailure as exc:
+            message = f"{exc} — {exc.hint}" if exc.hint else str(exc)
+            outcome = (AttemptStatus.FAILED, exc.kind, message)
+        except Fenced:
+            outcome = (AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "lease lost")
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            outcome = (AttemptStatus.FAILED, FailureKind.DISK_FULL, f"disk full: {exc}")
+            self._mark_unhealthy(f"disk full under {self.settings.work_dir}")
+        finally:
+            beat.finish()
+            self._teardown(ctx)
+            self._finish(ctx, *outcome)
+
+    def _finish(
+        self, ctx: AttemptContext, status: AttemptStatus, kind: FailureKind | None, message: str | None
+    ) -> None:
+        if ctx.fenced.is_set():
+            log.warning("attempt %s was fenced; its end was already recorded", ctx.claim.attempt_id)
+            return
+        if status is AttemptStatus.CANCELLED and (ctx.stopped_by_runner or self.stop.warm.is_set()) \
+                and not ctx.cancel.is_set():
+            message = f"runner stopped after {ctx.points_done} point(s); the run goes back to the queue"
+        log_tail = ctx.server.log_tail() if ctx.server else None
+        requeue = status is AttemptStatus.CANCELLED and not ctx.cancel.is_set()
+        try:
+            run_status = self.store.finish_attempt(
+                ctx.claim.attempt_id, ctx.runner_id, ctx.status, status, failure_kind=kind, message=message,
+                log_tail=log_tail, retry_allowed=kind not in NEVER_RETRIED, max_attempts=self.settings.max_attempts,
+                requeue_on_cancel=requeue,
+            )
+            log.info("attempt %s: %s %s → run %s", ctx.claim.attempt_id, status, kind or "", run_status)
+        except LostRace:
+            log.warning("attempt %s ended elsewhere (lease expired)", ctx.claim.attempt_id)
+
+    def _run_attempt(self, ctx: AttemptContext) -> None:
+        plan, settings = ctx.plan, self.settings
+        version = schema_version_for(plan, self.sglang_version)
+        self._validate_at_the_edge(plan, version)
+        self._guard_gpus()
+        ctx.move(AttemptStatus.STARTING)
+        ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+        baseline_gb = host.gpu_memory_used_gb(self.nvml)
+        ctx.baseline_gpu_gb = baseline_gb  # type: ignore[attr-defined]
+        port = pick_free_port(*settings.engine_port_range)
+        argv = engine.server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
+                                  tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None)
+        ctx.server = engine.launch(argv, port=port, log_path=ctx.attempt_dir / "server.log", env=dict(os.environ))
+        self._record_group(ctx, ctx.server.child.pgid, ctx.server.child.started_at, "server")
+        ready_s = engine.wait_ready(ctx.server, budget_s=settings.startup_timeout_s, cancelled=ctx.interrupted)
+        facts = engine.startup_record(ctx.server, ready_s)
+        ctx.client = self._start_client(ctx)
+        if not self.store.record_startup(
+            ctx.claim.attempt_id, ctx.runner_id, server_argv=argv, startup_facts=facts, host_info=self.host_info,
+            bench_client={"module": ctx.client.module, "version": ctx.client.version, "mode": ctx.client.mode,
+                          "python": str(settings.bench_python)},
+            telemetry_dir=str(ctx.attempt_dir / "telemetry"),
+        ):
+            raise Fenced("lease lost during start-up")
+        ctx.move(AttemptStatus.BENCHMARKING)
+        for point in plan.points():
+            if self.stop.warm.is_set():
+                ctx.stopped_by_runner = True
+                raise engine.AttemptCancelled("runner stopping")
+            if ctx.interrupted():
+                raise engine.AttemptCancelled("cancelled")
+            self._run_point(ctx, point)
+            ctx.points_done += 1
+
+    def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
+        """The form and the CLI validated already; the runner checks again before launch."""
+        report = validate_server_args(plan.server_args, version, model_dirs=self.settings.model_dirs,
+                                      model=plan.model)
+        if not report.ok:
+            details = "; ".join(issue.message("en") for issue in report.errors)
+            raise engine.AttemptFailure(FailureKind.BAD_ARGS, f"flags rejected for SGLang {version}: {details}")
+
+    def _guard_gpus(self) -> None:
+        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
+        if foreign:
+            found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
+            reason = f"foreign process on the GPUs: {found}"
+            self._mark_unhealthy(reason)
+            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason, "stop that process, then the host recovers")
+
+    def _record_group(self, ctx: AttemptContext, pgid: int, started_at: float, role: str) -> None:
+        if not self.store.record_child(ctx.claim.attempt_id, ctx.runner_id, ProcessGroup(pgid, started_at, role)):
+            raise Fenced("lease lost while launching")
+
+    def _start_client(self, ctx: AttemptContext) -> BenchClient:
+        """A warm client for the sweep; one process per point where the client's version
+        cannot be driven in-process (or where BENCHDECK_BENCH_MODE asks for it)."""
+        env = bench_env(self.settings.tokenizer_dir)
+        log_path = ctx.attempt_dir / "bench.log"
+        client: BenchClient
+        if self.settings.bench_mode != "per-point":
+            client = WarmBenchClient(self.settings.bench_python, log_path, env)
+            try:
+                client.start()
+                return client
+            except BenchError as exc:
+                if self.settings.bench_mode == "warm" or "unsupported" not in str(exc):
+                    raise engine.AttemptFailure(
+                        FailureKind.BENCH_FAILED, str(exc),
+                        f"is BENCHDECK_BENCH_PYTHON ({self.settings.bench_python}) an SGLang environment?",
+                    ) from exc
+            finally:
+                if client.child is not None:
+                    self._record_group(ctx, client.child.pgid, client.child.started_at, "bench")
+        client = OneShotBenchClient(self.settings.bench_python, log_path, env)
+        try:
+            client.start()
+        except BenchError as exc:
+            raise engine.AttemptFailure(FailureKind.BENCH_FAILED, str(exc)) from exc
+        return client
+
+    def _run_point(self, ctx: AttemptContext, point: Point) -> None:
+        assert ctx.server is not None and ctx.client is not None  # noqa: S101 - set by _run_attempt
+        if not self.store.set_current_point(ctx.claim.attempt_id, ctx.runner_id, point.key):
+            raise Fenced("lease lost")
+        output = ctx.attempt_dir / "records" / f"{point.key.replace('/', '_')}.jsonl"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=self.settings.tokenizer_dir,
+                                output_file=output, known_flags=ctx.client.known_flags)
+        samplers = self._start_samplers(ctx.server.base_url)
+        started = utcnow()
+        try:
+            result = ctx.client.run_point(point.key, argv, timeout_s=self.settings.point_timeout_s,
+                                          cancelled=ctx.interrupted)
+        except BenchError as exc:
+            raise self._point_failure(ctx, f"bench client failed at {point.key}: {exc}") from exc
+        finally:
+            samples = [s for sampler in samplers for s in sampler.stop()]
+        finished = utcnow()
+        if not ctx.server.child.alive:
+            raise ctx.server.crash_failure(default=FailureKind.SERVER_CRASH,
+                                           what=f"the server died during {point.key}")
+        if not result.ok:
+            raise self._point_failure(ctx, f"bench_serving failed at {point.key}: {result.error}")
+        raw_text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
+        try:
+            record = last_record(raw_text)
+            metrics = metrics_from_record(record, requested=point.num_prompts)
+        except BadRecord as exc:
+            self.store.record_raw_output(ctx.claim.attempt_id, ctx.runner_id, raw_text[-65_536:])
+            raise engine.AttemptFailure(FailureKind.BAD_OUTPUT, f"unreadable bench record at {point.key}: {exc}",
+                                        "the raw output is kept with the attempt") from exc
+        self._store_point(ctx, point, record, metrics, samples, result, started, finished)
+
+    def _point_failure(self, ctx: AttemptContext, message: str) -> engine.AttemptFailure:
+        assert ctx.server is not None  # noqa: S101
+        if not ctx.server.child.alive:
+            return ctx.server.crash_failure(default=FailureKind.SERVER_CRASH, what=message)
+        return engine.AttemptFailure(FailureKind.BENCH_FAILED, message, "see bench.log in the attempt directory")
+
+    def _start_samplers(self, base_url: str) -> list[Sampler]:
+        samplers = [Sampler(lambda now: read_server_metrics(base_url, now), hz=self.settings.telemetry_hz)]
+        if self.nvml is not None:
+            nvml: NvmlReader = self.nvml
+            samplers.append(Sampler(nvml.read, hz=self.settings.telemetry_hz))
+        for sampler in samplers:
+            sampler.start()
+        return samplers
+
+    def _store_point(self, ctx: AttemptContext, point: Point, record: dict[str, Any], metrics: dict[str, Any],
+                     samples: list[Any], result: PointOutcome, started: Any, finished: Any) -> None:
+        measure_started = result.measure_started_at
+        summaries = summarise(samples, since=measure_started)
+        if self.nvml is None:
+            summaries.append({"source": "gpu", "device": None, "metric": "unavailable", "n": 0, "mean": None,
+                              "p50": None, "max": None, "note": self.nvml_reason})
+        write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
+                      point_key=point.key, since=measure_started)
+        conditions = point_conditions(ctx.plan, point)
+        conditions.update(bench_tool="sglang.bench_serving", bench_version=ctx.client.version if ctx.client else None,
+                          bench_module=ctx.client.module if ctx.client else None,
+                          engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
+                          warmup_excluded_from_telemetry=measure_started is not None)
+        point_id = self.store.insert_point(
+            ctx.claim.attempt_id, ctx.runner_id, scenario=point.scenario.name, concurrency=point.concurrency,
+            repeat_idx=point.repeat_idx, conditions=conditions, started_at=started, finished_at=finished,
+            metrics=metrics, raw_record=json_safe(record), telemetry=summaries,
+            timing={"mode": ctx.client.mode if ctx.client else None, **result.phases},
+        )
+        if point_id is None:
+            raise Fenced("late write refused: the attempt is no longer ours")
+
+    def _teardown(self, ctx: AttemptContext) -> None:
+        """Stop the client and the server groups; then check the port and GPU memory."""
+        grace = 0.0 if self.stop.cold.is_set() else self.settings.stop_grace_s
+        if ctx.client is not None:
+            ctx.client.close(grace_s=min(grace, 5.0))
+        if ctx.server is not None:
+            ctx.server.stop(grace)
+            if not port_is_free(ctx.server.port):
+                self._mark_unhealthy(f"port {ctx.server.port} still taken after teardown")
+            baseline = getattr(ctx, "baseline_gpu_gb", None)
+            now_gb = host.gpu_memory_used_gb(self.nvml)
+            if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
+                self._mark_unhealthy(f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def describe(runner: Runner) -> str:
+    return json.dumps({"runner_id": runner.caps.runner_id, "sglang_version": runner.sglang_version,
+                       "gpu": f"{runner.caps.gpu_count}x{runner.caps.gpu_type}", "nvml": runner.nvml_reason or "ok"})

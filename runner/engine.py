@@ -1,0 +1,150 @@
+"""The engine server of one attempt: its exact command, its launch, readiness and teardown.
+
+The runner owns ``--model-path``, ``--host`` (loopback), ``--port`` and ``--enable-metrics``;
+everything else comes from the plan's ``server_args``, rendered flag by flag against the
+chosen version's schema (exact names, never argparse prefix matching).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from domain.flags.argv import render_argv
+from domain.plan import RunPlan
+from domain.states import FailureKind
+from runner.logparse import classify, startup_facts
+from runner.process import Child, port_is_free, start_child, stop_group, tail
+
+LOOPBACK = "127.0.0.1"
+# What the runner adds to every launch, shown to the user as such.
+RUNNER_FLAGS = ("--model-path", "--host", "--port", "--enable-metrics")
+
+
+class AttemptFailure(Exception):
+    """Ends an attempt as failed with a failure kind, a readable message and a hint."""
+
+    def __init__(self, kind: FailureKind, message: str, hint: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.hint = hint
+
+
+class AttemptCancelled(Exception):
+    """The user cancelled the run, or the runner is stopping."""
+
+
+def server_argv(plan: RunPlan, *, python: str, port: int, version: str, tokenizer_dir: Path | None) -> list[str]:
+    """The exact engine command; the emulator speaks the same flags as SGLang."""
+    if plan.engine == "sglang":
+        head = [python, "-m", "sglang.launch_server"]
+    else:
+        head = [sys.executable, "-m", "runner.emulator"]
+    argv = [*head, "--model-path", plan.model, "--host", LOOPBACK, "--port", str(port), "--enable-metrics"]
+    argv += render_argv(plan.server_args, version)
+    if plan.engine == "emulator":
+        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
+                 "--emulate-sglang-version", version]
+        if tokenizer_dir is not None:
+            argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
+    return argv
+
+
+def command_preview(plan: RunPlan, version: str) -> list[str]:
+    """The command with placeholders for what is only known at launch (interpreter, port)."""
+    argv = server_argv(plan, python="<sglang-python>", port=0, version=version, tokenizer_dir=None)
+    if plan.engine == "emulator":
+        argv[0] = "<app-python>"
+    return ["<port>" if part == "0" and argv[i - 1] == "--port" else part for i, part in enumerate(argv)]
+
+
+@dataclass
+class EngineServer:
+    child: Child
+    port: int
+    argv: list[str]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def log_tail(self, max_bytes: int = 16_384) -> str:
+        return tail(self.child.log_path, max_bytes)
+
+    def crash_failure(self, *, default: FailureKind, what: str) -> AttemptFailure:
+        diagnosis = classify(tail(self.child.log_path, 200_000), default=default)
+        code = self.child.returncode
+        message = f"{what} (exit code {code})" if code is not None else what
+        if diagnosis.line:
+            message += f": {diagnosis.line}"
+        return AttemptFailure(diagnosis.kind, message, diagnosis.hint)
+
+    def stop(self, grace_s: float) -> None:
+        stop_group(self.child.pgid, grace_s=grace_s, popen=self.child.popen)
+
+
+def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str]) -> EngineServer:
+    if not port_is_free(port):
+        raise AttemptFailure(FailureKind.HOST_UNHEALTHY, f"port {port} is taken (a stale server?)")
+    return EngineServer(start_child(argv, log_path=log_path, env=env), port, argv)
+
+
+def _status(url: str) -> int | None:
+    try:
+        return requests.get(url, timeout=2).status_code
+    except requests.RequestException:
+        return None
+
+
+def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[], bool]) -> float:
+    """Wait until /health answers 200 while the child is alive; return seconds to ready.
+
+    /v1/models answers before the server has warmed up, so it is not a readiness signal."""
+    start = time.monotonic()
+    while True:
+        if not server.child.alive:
+            raise server.crash_failure(default=FailureKind.SERVER_CRASH, what="the server exited during start-up")
+        if cancelled():
+            raise AttemptCancelled("cancelled during server start-up")
+        if _status(f"{server.base_url}/health") == 200:
+            return time.monotonic() - start
+        if time.monotonic() - start > budget_s:
+            raise AttemptFailure(
+                FailureKind.STARTUP_TIMEOUT,
+                f"the server was not ready within {budget_s:.0f} s (BENCHDECK_STARTUP_TIMEOUT_S)",
+                "large models take 10–60 min to load; raise the budget, or look at the log for a stalled phase",
+            )
+        time.sleep(0.25)
+
+
+def server_info(server: EngineServer) -> dict[str, Any]:
+    for path in ("/server_info", "/get_server_info"):  # the older alias for servers before 0.5.9
+        try:
+            response = requests.get(f"{server.base_url}{path}", timeout=10)
+        except requests.RequestException:
+            continue
+        if response.status_code == 200:
+            return dict(response.json())
+    return {}
+
+
+def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
+    info = server_info(server)
+    facts: dict[str, Any] = dict(startup_facts(tail(server.child.log_path, 400_000)))
+    facts["seconds_to_ready"] = round(seconds_to_ready, 3)
+    for key in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "version",
+                "mem_fraction_static", "max_req_input_len"):
+        if key in info:
+            facts[key] = info[key]
+    states = info.get("internal_states") or []
+    if states and isinstance(states[0], dict) and "memory_usage" in states[0]:
+        facts["memory_usage_gb"] = states[0]["memory_usage"]
+    facts["emulated"] = bool(info.get("emulated") or info.get("benchdeck_emulator"))
+    facts["server_info"] = info
+    return facts
