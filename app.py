@@ -1,7 +1,7 @@
 """benchdeck's Streamlit entry point: the frame (language, identity) and the navigation.
 
-Run with ``streamlit run app.py`` (the README's first command does it for you).  Pages
-live in pages/ and only arrange what db/ and domain/ return; they never start processes.
+Run with ``make run`` (scripts/serve_app.py).  Pages live in pages/ and only arrange what
+db/ and domain/ return; they never start processes.
 """
 
 import streamlit as st
@@ -18,7 +18,10 @@ st.sidebar.caption(t("app.identity_local", lang, user=current_user()))
 pages = {
     t("nav.section_run", lang): [
         st.Page("pages/overview.py", title=t("nav.overview", lang), icon=":material/home:", default=True),
-        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/add_circle:"),
+        st.Page("pages/build.py", title=t("nav.build", lang), icon=":material/add_circle:"),
+        st.Page("pages/runs.py", title=t("nav.runs_page", lang), icon=":material/list:"),
+        st.Page("pages/run.py", title=t("nav.run_detail", lang), icon=":material/description:"),
+        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/upload_file:"),
     ],
 }
 st.navigation(pages).run()

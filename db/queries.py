@@ -58,15 +58,23 @@ FROM runs r JOIN configurations c ON c.id = r.configuration_id
 WHERE r.id = ?
 """
 
+# One row per run with its latest attempt: what the overview and the runs page show live.
 LIST_RUNS = """
+WITH latest AS (
+    SELECT run_id, max(attempt_no) AS attempt_no FROM attempts GROUP BY run_id
+)
 SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
-       r.total_points, c.engine, c.model, c.gpu_type, c.gpu_count,
-       (SELECT count(*) FROM sweep_points p WHERE p.run_id = r.id) AS points_done,
-       (SELECT a.status FROM attempts a WHERE a.run_id = r.id ORDER BY a.attempt_no DESC LIMIT 1)
-           AS attempt_status,
-       (SELECT a.failure_kind FROM attempts a WHERE a.run_id = r.id ORDER BY a.attempt_no DESC LIMIT 1)
-           AS failure_kind
-FROM runs r JOIN configurations c ON c.id = r.configuration_id
+       r.total_points, r.cancel_requested_by, r.plan, r.tags,
+       c.engine, c.engine_version, c.model, c.gpu_type, c.gpu_count,
+       a.id AS attempt_id, a.attempt_no, a.status AS attempt_status, a.failure_kind, a.message,
+       a.current_point, a.claimed_at AS started_at, a.runner_id,
+       (SELECT count(*) FROM sweep_points p WHERE p.attempt_id = a.id) AS points_done,
+       (SELECT avg(epoch(p.finished_at) - epoch(p.started_at)) FROM sweep_points p WHERE p.attempt_id = a.id)
+           AS mean_point_s
+FROM runs r
+JOIN configurations c ON c.id = r.configuration_id
+LEFT JOIN latest l ON l.run_id = r.id
+LEFT JOIN attempts a ON a.run_id = r.id AND a.attempt_no = l.attempt_no
 ORDER BY r.id DESC
 LIMIT ?
 """

@@ -374,6 +374,13 @@ class Store:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.LIST_SCHEMA_VERSIONS))
 
+    def set_priority(self, run_id: int, priority: int, *, actor: str) -> None:
+        """Re-prioritise a queued run (a running one has already been claimed)."""
+        with self._tx() as con:
+            if not con.execute(q.SET_PRIORITY, [priority, run_id]).fetchall():
+                raise LostRace(f"run {run_id} is not queued")
+            self._audit(con, actor, "priority", run_id, {"priority": priority})
+
     # --- reading --------------------------------------------------------------------
     def points_of(self, run_id: int) -> list[dict[str, Any]]:
         with self._read() as con:

@@ -18,8 +18,10 @@ QUERY_TTL_S = 2
 
 
 def current_language() -> str:
+    """The session's language: a ``?lang=`` in the URL (shared links), else the setting."""
     if LANG_KEY not in st.session_state:
-        st.session_state[LANG_KEY] = get_settings().language
+        from_url = st.query_params.get("lang")
+        st.session_state[LANG_KEY] = from_url if from_url in LANGUAGES else get_settings().language
     return str(st.session_state[LANG_KEY])
 
 
@@ -67,3 +69,30 @@ def cached_counts() -> dict[str, int]:
 def show_busy(exc: DbBusy) -> None:
     """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves."""
     st.warning(t("app.busy", current_language()), icon=":material/hourglass_top:")
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_runners() -> list[dict[str, Any]]:
+    return store().list_runners()
+
+
+def clear_run_caches() -> None:
+    """After a write, the next read must see it (do not wait for the TTL)."""
+    cached_runs.clear()
+    cached_counts.clear()
+    cached_runners.clear()
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def source_label(source: str, lang: str) -> str:
+    """Emulated and imported data are labelled wherever they appear (plain text: the
+    browser may have no emoji font)."""
+    return t(f"source.{source}", lang).upper() if source != "measured" else t(f"source.{source}", lang)

@@ -46,7 +46,7 @@ def live_overview() -> None:
     for column, status in zip(columns, ["queued", "running", "succeeded", "failed", "cancelled"], strict=True):
         column.metric(t(f"status.{status}", lang), counts.get(status, 0))
     st.subheader(t("overview.recent", lang))
-    st.dataframe(_runs_frame(runs), hide_index=True, use_container_width=True)
+    st.dataframe(_runs_frame(runs), hide_index=True, width="stretch")
     if any(run["source"] == "emulated" for run in runs):
         st.caption("⚠️ " + t("overview.emulated_note", lang))
 

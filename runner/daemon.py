@@ -29,6 +29,7 @@ from db import LostRace, RunnerCapabilities, Store
 from db.store import Claim, ProcessGroup, utcnow
 from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
 from domain.checks import schema_version_for
+from domain.command import server_argv
 from domain.flags.validate import validate_server_args
 from domain.plan import Point, RunPlan, point_conditions
 from domain.settings import Settings
@@ -284,7 +285,7 @@ class Runner:
         baseline_gb = host.gpu_memory_used_gb(self.nvml)
         ctx.baseline_gpu_gb = baseline_gb  # type: ignore[attr-defined]
         port = pick_free_port(*settings.engine_port_range)
-        argv = engine.server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
+        argv = server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
                                   tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None)
         ctx.server = engine.launch(argv, port=port, log_path=ctx.attempt_dir / "server.log", env=dict(os.environ))
         self._record_group(ctx, ctx.server.child.pgid, ctx.server.child.started_at, "server")

@@ -1,13 +1,8 @@
-"""The engine server of one attempt: its exact command, its launch, readiness and teardown.
-
-The runner owns ``--model-path``, ``--host`` (loopback), ``--port`` and ``--enable-metrics``;
-everything else comes from the plan's ``server_args``, rendered flag by flag against the
-chosen version's schema (exact names, never argparse prefix matching).
-"""
+"""The engine server of one attempt: launch, readiness and teardown.  Its exact command
+is built in domain/command.py, shared with the form's preview."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,15 +11,10 @@ from typing import Any
 
 import requests
 
-from domain.flags.argv import render_argv
-from domain.plan import RunPlan
+from domain.command import LOOPBACK
 from domain.states import FailureKind
 from runner.logparse import classify, startup_facts
 from runner.process import Child, port_is_free, start_child, stop_group, tail
-
-LOOPBACK = "127.0.0.1"
-# What the runner adds to every launch, shown to the user as such.
-RUNNER_FLAGS = ("--model-path", "--host", "--port", "--enable-metrics")
 
 
 class AttemptFailure(Exception):
@@ -38,30 +28,6 @@ class AttemptFailure(Exception):
 
 class AttemptCancelled(Exception):
     """The user cancelled the run, or the runner is stopping."""
-
-
-def server_argv(plan: RunPlan, *, python: str, port: int, version: str, tokenizer_dir: Path | None) -> list[str]:
-    """The exact engine command; the emulator speaks the same flags as SGLang."""
-    if plan.engine == "sglang":
-        head = [python, "-m", "sglang.launch_server"]
-    else:
-        head = [sys.executable, "-m", "runner.emulator"]
-    argv = [*head, "--model-path", plan.model, "--host", LOOPBACK, "--port", str(port), "--enable-metrics"]
-    argv += render_argv(plan.server_args, version)
-    if plan.engine == "emulator":
-        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
-                 "--emulate-sglang-version", version]
-        if tokenizer_dir is not None:
-            argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
-    return argv
-
-
-def command_preview(plan: RunPlan, version: str) -> list[str]:
-    """The command with placeholders for what is only known at launch (interpreter, port)."""
-    argv = server_argv(plan, python="<sglang-python>", port=0, version=version, tokenizer_dir=None)
-    if plan.engine == "emulator":
-        argv[0] = "<app-python>"
-    return ["<port>" if part == "0" and argv[i - 1] == "--port" else part for i, part in enumerate(argv)]
 
 
 @dataclass

@@ -1,0 +1,206 @@
+"""One run in detail (``?run=N``): configuration, resolved server args, start-up facts and
+host, the log tail and a readable failure, per-point metrics as they arrive with a small
+live chart, telemetry sparklines, and the actions (cancel, re-run, duplicate, compare)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import pyarrow.parquet as pq
+import streamlit as st
+
+from db import DbBusy, LostRace
+from domain.i18n import t
+from domain.plan import RunPlan
+from domain.plan_io import dump_plan
+from pages.common import (
+    clear_run_caches,
+    current_language,
+    current_user,
+    show_busy,
+    source_label,
+    store,
+)
+
+lang = current_language()
+
+HINT_KEYS = {
+    "oom": "run.hint_oom", "bad_args": "run.hint_bad_args", "startup_timeout": "run.hint_startup_timeout",
+    "server_crash": "run.hint_server_crash", "bench_failed": "run.hint_bench_failed",
+    "bad_output": "run.hint_bad_output", "runner_lost": "run.hint_runner_lost",
+    "host_unhealthy": "run.hint_host_unhealthy", "disk_full": "run.hint_disk_full",
+}
+POINT_COLUMNS = {
+    "scenario": "scenario", "concurrency": "concurrency", "repeat_idx": "repeat",
+    "output_throughput": "output tok/s", "total_throughput": "total tok/s", "request_throughput": "QPS",
+    "ttft_median_ms": "TTFT p50 (ms)", "ttft_p99_ms": "TTFT p99 (ms)", "tpot_median_ms": "TPOT p50 (ms)",
+    "tpot_p99_ms": "TPOT p99 (ms)", "itl_median_ms": "ITL p50 (ms)", "itl_p99_ms": "ITL p99 (ms)",
+    "e2e_median_ms": "E2E p50 (ms)", "e2e_p99_ms": "E2E p99 (ms)", "completed": "completed",
+    "requested": "requested", "achieved_concurrency": "achieved conc.",
+}
+
+
+def _run_id() -> int | None:
+    raw = st.query_params.get("run")
+    return int(raw) if raw and raw.isdigit() else None
+
+
+def actions(run: dict[str, Any]) -> None:
+    c1, c2, c3 = st.columns(3)
+    if run["status"] in ("queued", "running") and c1.button(t("runs.cancel", lang), icon=":material/cancel:"):
+        try:
+            store().cancel_run(run["id"], actor=current_user())
+            st.toast(t("runs.cancel_requested", lang, run_id=run["id"]))
+        except LostRace:
+            st.warning(t("runs.too_late", lang, run_id=run["id"]))
+        clear_run_caches()
+    if c2.button(t("run.rerun", lang), icon=":material/replay:"):
+        plan = RunPlan.model_validate_json(run["plan"])
+        # One re-run per click: the key changes only after a successful submit.
+        nonce = st.session_state.setdefault("rerun_nonce", 0)
+        new_id, _ = store().submit_run(plan, submitted_by=current_user(), idempotency_key=f"rerun:{run['id']}:{nonce}")
+        st.session_state["rerun_nonce"] = nonce + 1
+        store().audit(current_user(), "rerun", new_id, {"of": run["id"]})
+        clear_run_caches()
+        st.switch_page("pages/run.py", query_params={"run": str(new_id)})
+    c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
+                 query_params={"from_run": str(run["id"])})
+
+
+def header(run: dict[str, Any]) -> None:
+    st.title(f"#{run['id']} {run['name']}")
+    badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
+    source = source_label(run["source"], lang)
+    st.markdown(f":{badge[run['status']]}-badge[{t('status.' + run['status'], lang)}] "
+                f":{'violet' if run['source'] != 'measured' else 'green'}-badge[{source}] "
+                f"{run['model']} · {run['gpu_count']}×{run['gpu_type']} · {run['engine']}"
+                f"{' ' + run['engine_version'] if run['engine_version'] else ''} · {run['submitted_by']}")
+    if run["source"] == "emulated":
+        st.caption(t("overview.emulated_note", lang))
+
+
+def failure(attempt: dict[str, Any]) -> None:
+    kind = attempt["failure_kind"]
+    if attempt["status"] == "failed" and kind:
+        st.error(f"**{kind}** — {attempt['message']}\n\n{t(HINT_KEYS.get(kind, 'run.hint_generic'), lang)}",
+                 icon=":material/error:")
+    elif attempt["status"] == "cancelled":
+        st.warning(attempt["message"] or t("status.cancelled", lang), icon=":material/cancel:")
+
+
+def points_section(points: list[dict[str, Any]], run: dict[str, Any]) -> None:
+    st.subheader(t("run.points", lang, done=len(points), total=run["total_points"]))
+    if not points:
+        st.caption(t("run.no_points", lang))
+        return
+    frame = pd.DataFrame(points)[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
+                            var_name="metric")
+    chart = alt.Chart(chart_data).mark_line(point=True).encode(
+        x=alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2)), y=alt.Y("value:Q", title=None),
+        color="scenario:N", tooltip=["scenario", "concurrency", "metric", "value"],
+    ).properties(height=200, width=320).facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
+    st.altair_chart(chart)
+
+
+def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) -> None:
+    st.subheader(t("run.telemetry", lang))
+    unavailable = [row for row in telemetry if row["metric"] == "unavailable"]
+    if unavailable:
+        st.caption(t("run.gpu_unavailable", lang, reason=unavailable[0]["note"]))
+    directory = attempt.get("telemetry_dir")
+    files = sorted(Path(directory).glob("*.parquet")) if directory and Path(directory).is_dir() else []
+    if not files:
+        st.caption(t("run.no_telemetry", lang))
+        return
+    samples = pd.concat([pq.read_table(f).to_pandas() for f in files[-8:]], ignore_index=True)
+    samples = samples[~samples["warmup"]]
+    samples["t"] = samples["ts"] - samples["ts"].min()
+    sparks = alt.Chart(samples).mark_line().encode(
+        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None), color="point:N",
+    ).properties(height=90, width=260).facet(facet=alt.Facet("metric:N", title=None), columns=3).resolve_scale(
+        y="independent")
+    st.altair_chart(sparks)
+    st.caption(t("run.telemetry_note", lang))
+
+
+def facts_section(run: dict[str, Any], attempt: dict[str, Any] | None) -> None:
+    plan = RunPlan.model_validate_json(run["plan"])
+    with st.expander(t("run.configuration", lang), expanded=False):
+        st.code(dump_plan(plan), language="yaml")
+    if attempt is None:
+        return
+    if attempt["server_argv"]:
+        with st.expander(t("run.command", lang)):
+            st.code(" ".join(json.loads(attempt["server_argv"])), language="bash", wrap_lines=True)
+    facts = json.loads(attempt["startup_facts"] or "{}")
+    if facts:
+        info = facts.pop("server_info", {})
+        cols = st.columns(4)
+        cols[0].metric("max_total_num_tokens", f"{facts.get('max_total_num_tokens', '—'):,}"
+                       if isinstance(facts.get("max_total_num_tokens"), int) else "—")
+        cols[1].metric(t("run.ready_in", lang), f"{facts.get('seconds_to_ready', 0):.1f} s")
+        cols[2].metric(t("run.weight_load", lang), f"{facts.get('load_weight_elapsed_s', 0):.1f} s")
+        cols[3].metric(t("run.weights_gb", lang), f"{facts.get('weight_mem_gb', 0):.1f} GB")
+        with st.expander(t("run.startup_facts", lang)):
+            st.json(facts)
+            st.json(info, expanded=False)
+    if attempt["host_info"]:
+        with st.expander(t("run.host", lang)):
+            st.json(json.loads(attempt["host_info"]), expanded=1)
+    if attempt["log_tail"]:
+        with st.expander(t("run.log_tail", lang), expanded=attempt["status"] == "failed"):
+            st.code(attempt["log_tail"][-8000:], language="log")
+
+
+@st.fragment(run_every="2s")
+def live(run_id: int) -> None:
+    try:
+        run = store().get_run(run_id)
+        if run is None:
+            st.error(t("run.not_found", lang, run_id=run_id))
+            return
+        attempts = store().attempts_of(run_id)
+        points = store().points_of(run_id)
+        telemetry = store().telemetry_of(run_id)
+    except DbBusy as exc:
+        show_busy(exc)
+        return
+    latest = attempts[-1] if attempts else None
+    header(run)
+    if run["status"] == "running" and latest is not None:
+        done = sum(1 for p in points if p["attempt_id"] == latest["id"])
+        st.progress(done / run["total_points"],
+                    text=t("run.progress", lang, point=latest["current_point"] or "—", status=latest["status"]))
+    if latest is not None:
+        failure(latest)
+    points_section([p for p in points if latest is None or p["attempt_id"] == latest["id"]], run)
+    if latest is not None:
+        telemetry_section(latest, telemetry)
+    facts_section(run, latest)
+    if len(attempts) > 1:
+        with st.expander(t("run.attempts", lang, n=len(attempts))):
+            st.dataframe(pd.DataFrame(attempts)[["attempt_no", "runner_id", "status", "failure_kind", "message",
+                                                 "claimed_at", "finished_at"]], hide_index=True)
+
+
+run_id = _run_id()
+if "run.flash" in st.session_state:
+    st.success(st.session_state.pop("run.flash"))
+if run_id is None:
+    st.info(t("run.pick", lang))
+    st.page_link("pages/runs.py", label=t("nav.runs_page", lang), icon=":material/list:")
+else:
+    try:
+        current = store().get_run(run_id)
+    except DbBusy as exc:
+        show_busy(exc)
+        st.stop()
+    if current is not None:
+        actions(current)
+    live(run_id)

@@ -1,0 +1,171 @@
+"""Queue and runs: the queue (position, priority, submitter, estimated start) with cancel and
+re-prioritise, every run's live progress, and the runner hosts.  Refreshes itself
+(``st.fragment(run_every=…)``) without reloading the page."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from db import DbBusy, LostRace
+from domain.estimate import eta_from_progress, plan_seconds
+from domain.i18n import t
+from domain.plan import RunPlan
+from domain.settings import get_settings
+from pages.common import (
+    cached_runners,
+    cached_runs,
+    clear_run_caches,
+    current_language,
+    current_user,
+    fmt_duration,
+    show_busy,
+    source_label,
+    store,
+)
+
+lang = current_language()
+# A runner beats at least every poll interval while idle, and every heartbeat while busy.
+OFFLINE_AFTER_S = 3 * max(get_settings().poll_s, get_settings().heartbeat_s) + 30
+st.title(t("runs.title", lang))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _eta_s(run: dict[str, Any]) -> float | None:
+    if run["status"] != "running":
+        return None
+    plan = RunPlan.model_validate_json(run["plan"])
+    return eta_from_progress(plan, int(run["points_done"] or 0), run["mean_point_s"])
+
+
+def queue_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """Queued runs in claim order, each with the time it should start (rough)."""
+    queued = sorted((r for r in runs if r["status"] == "queued"), key=lambda r: (-r["priority"], r["submitted_at"]))
+    ahead_s = sum(_eta_s(r) or 0.0 for r in runs if r["status"] == "running")
+    rows = []
+    for position, run in enumerate(queued, start=1):
+        rows.append({
+            t("runs.position", lang): position, t("col.id", lang): run["id"], t("col.name", lang): run["name"],
+            t("col.priority", lang): run["priority"], t("col.submitted_by", lang): run["submitted_by"],
+            t("col.source", lang): source_label(run["source"], lang),
+            t("runs.estimated_start", lang): t("runs.in", lang, duration=fmt_duration(ahead_s)),
+        })
+        ahead_s += plan_seconds(RunPlan.model_validate_json(run["plan"]))
+    return pd.DataFrame(rows)
+
+
+def queue_actions(runs: list[dict[str, Any]]) -> None:
+    active = [r for r in runs if r["status"] in ("queued", "running")]
+    if not active:
+        return
+    with st.form("runs.actions"):
+        c1, c2, c3 = st.columns([2, 1, 1])
+        run_id = c1.selectbox(t("runs.pick_run", lang), [r["id"] for r in active],
+                              format_func=lambda i: next(f"#{r['id']} {r['name']} ({t('status.' + r['status'], lang)})"
+                                                         for r in active if r["id"] == i))
+        priority = c2.number_input(t("col.priority", lang), min_value=-100, max_value=100, value=0)
+        cancel = c3.form_submit_button(t("runs.cancel", lang), type="secondary")
+        reprioritise = c3.form_submit_button(t("runs.reprioritise", lang))
+    try:
+        if cancel:
+            store().cancel_run(int(run_id), actor=current_user())
+            st.toast(t("runs.cancel_requested", lang, run_id=run_id))
+        elif reprioritise:
+            store().set_priority(int(run_id), int(priority), actor=current_user())
+            st.toast(t("runs.priority_set", lang, run_id=run_id, priority=priority))
+    except LostRace:
+        st.warning(t("runs.too_late", lang, run_id=run_id))
+    except DbBusy as exc:
+        show_busy(exc)
+    if cancel or reprioritise:
+        clear_run_caches()
+
+
+def _progress_rows(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for run in runs:
+        done, total = int(run["points_done"] or 0), int(run["total_points"])
+        elapsed = (_now() - run["started_at"]).total_seconds() if run["started_at"] else None
+        if run["finished_at"] and run["started_at"]:
+            elapsed = (run["finished_at"] - run["started_at"]).total_seconds()
+        eta = _eta_s(run)
+        rows.append({
+            t("col.id", lang): run["id"], t("runs.detail", lang): f"run?run={run['id']}&lang={lang}",
+            t("col.name", lang): run["name"],
+            t("col.status", lang): t(f"status.{run['status']}", lang)
+            + (f" · {run['attempt_status']}" if run["status"] == "running" and run["attempt_status"] else ""),
+            t("col.source", lang): source_label(run["source"], lang),
+            t("runs.current_point", lang): run["current_point"] if run["status"] == "running" else "",
+            t("runs.progress", lang): done / total if total else 0.0,
+            t("col.points", lang): f"{done}/{total}",
+            t("runs.elapsed", lang): fmt_duration(elapsed),
+            t("runs.eta", lang): fmt_duration(eta) if eta is not None else "",
+            t("col.failure", lang): run["failure_kind"] or "",
+            t("col.model", lang): run["model"], t("col.gpu", lang): f"{run['gpu_count']}×{run['gpu_type']}",
+        })
+    return pd.DataFrame(rows)
+
+
+def _health(runner: dict[str, Any], age_s: float) -> str:
+    if age_s > OFFLINE_AFTER_S:
+        return t("runs.offline", lang)
+    if runner["healthy"]:
+        return t("runs.healthy", lang)
+    return f"{t('runs.unhealthy', lang)}: {runner['unhealthy_reason']}"
+
+
+def runners_frame(runners: list[dict[str, Any]]) -> pd.DataFrame:
+    now = _now()
+    return pd.DataFrame([{
+        t("runs.runner", lang): r["id"], t("runs.host", lang): r["host"],
+        t("col.gpu", lang): f"{r['gpu_count']}×{r['gpu_type']}",
+        "SGLang": r["sglang_version"] or t("runs.demo_mode", lang),
+        t("runs.heartbeat_age", lang): fmt_duration((now - r["heartbeat_at"]).total_seconds()),
+        t("runs.health", lang): _health(r, (now - r["heartbeat_at"]).total_seconds()),
+    } for r in runners])
+
+
+@st.fragment(run_every="2s")
+def live() -> None:
+    try:
+        runs = cached_runs(200)
+        runners = cached_runners()
+    except DbBusy as exc:
+        show_busy(exc)
+        return
+    st.subheader(t("runs.queue", lang))
+    queue = queue_frame(runs)
+    if queue.empty:
+        st.caption(t("runs.queue_empty", lang))
+    else:
+        st.dataframe(queue, hide_index=True, width="stretch")
+    st.subheader(t("runs.runs", lang))
+    if not runs:
+        st.info(t("overview.empty", lang), icon=":material/inbox:")
+    else:
+        st.dataframe(
+            _progress_rows(runs), hide_index=True, width="stretch",
+            column_config={
+                t("runs.progress", lang): st.column_config.ProgressColumn(min_value=0.0, max_value=1.0,
+                                                                          format="percent"),
+                t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang)),
+            },
+        )
+    st.subheader(t("runs.runners", lang))
+    if runners:
+        st.dataframe(runners_frame(runners), hide_index=True, width="stretch")
+    else:
+        st.caption(t("runs.no_runners", lang))
+
+
+live()
+try:
+    queue_actions(cached_runs(200))
+except DbBusy as exc:
+    show_busy(exc)
