@@ -95,7 +95,27 @@ def _quick_plan() -> RunPlan:
         "scenarios": [SCENARIO_PRESETS["short"]], "concurrency": list(QUICK_CONCURRENCY)})})
 
 
+# Streamlit drops a widget's state when its page is not shown; these keys are copied aside
+# at the end of every run and restored on the way back, so the draft survives navigation.
+FORM_KEYS = ("b.name", "b.engine", "b.version", "b.model", "b.gpu_type", "b.gpu_custom", "b.gpu_count",
+             "b.scenarios", "b.custom_on", "b.custom_isl", "b.custom_osl", "b.concurrency", "b.prompts", "b.warmup",
+             "b.repeats", "b.dataset", "b.seed", "b.range_ratio", "b.rate", "b.chat", "b.thinking", "b.tags")
+
+
+def _keep_draft() -> None:
+    for key in FORM_KEYS:
+        if key in st.session_state:
+            st.session_state[f"keep.{key}"] = st.session_state[key]
+
+
+def _restore_draft() -> None:
+    for key in FORM_KEYS:
+        if key not in st.session_state and f"keep.{key}" in st.session_state:
+            st.session_state[key] = st.session_state[f"keep.{key}"]
+
+
 def _init_state() -> None:
+    _restore_draft()
     if ARGS not in st.session_state:
         _load_plan_into_form(_quick_plan(), "quick")
     from_run = st.query_params.get("from_run")
@@ -172,7 +192,7 @@ def _flag_widget(spec: FlagSpec, name: str, container: Any, *, help_text: str | 
     if spec.takes_no_value:
         container.toggle(label, on_change=on_change, **kwargs)
     elif spec.choices:
-        container.selectbox(label, [None, *spec.choices], on_change=on_change,
+        container.selectbox(label, [None, *spec.choices], on_change=on_change, placeholder=t("build.unset", lang),
                             format_func=lambda v: t("build.unset", lang) if v is None else str(v), **kwargs)
     elif spec.type in ("int", "float") and not spec.takes_list:
         step: float | int = 1 if spec.type == "int" else 0.01
@@ -425,6 +445,7 @@ except PlanError as exc:
     current, problems = None, [str(p) for p in exc.problems]
 except (ValueError, TypeError) as exc:
     current, problems = None, [str(exc)]
+_keep_draft()
 with right:
     may_submit = live_checks(current, problems, host_versions[-1] if host_versions else None)
     if current is not None:

@@ -48,7 +48,8 @@ def browser_page() -> Iterator[object]:
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900}, locale="ja-JP")
+        # Tall: Streamlit scrolls inside its own container, so screenshots show what fits here.
+        page = browser.new_page(viewport={"width": 1400, "height": 2200}, locale="ja-JP")
         try:
             yield page
         finally:

@@ -1,0 +1,84 @@
+"""Page logic through Streamlit's AppTest, against a real DuckDB file per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import filelock
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from db import Store
+from db.connection import lock_path_for
+from domain.settings import get_settings
+from tests.conftest import ROOT
+
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture
+def app_env(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("BENCHDECK_DB", str(db_path))
+    monkeypatch.setenv("BENCHDECK_LANGUAGE", "en")
+    monkeypatch.setenv("BENCHDECK_WORK_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("BENCHDECK_LOCK_TIMEOUT_S", "0.5")
+    get_settings.cache_clear()
+    st.cache_data.clear()
+    st.cache_resource.clear()  # the Store is cached per process: a new DB file per test
+    yield db_path
+    get_settings.cache_clear()
+    st.cache_resource.clear()
+
+
+def _build_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/build.py").run()
+    assert not at.exception
+    return at
+
+
+def _number(at: AppTest, label: str):
+    return next(n for n in at.number_input if n.label == label)
+
+
+def _submit(at: AppTest) -> None:
+    next(b for b in at.button if b.label == "Queue this run").click().run()
+
+
+def test_overview_empty_state(app_env: Path) -> None:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    assert any("The queue is empty" in info.value for info in at.info)
+
+
+def test_validation_message_shows_beside_the_edit_and_blocks_submit(app_env: Path) -> None:
+    at = _build_page()
+    assert not at.error
+    _number(at, "--max-running-requests").set_value(-5).run()
+    assert any("--max-running-requests -5 is out of range" in e.value for e in at.error)
+    _submit(at)
+    assert any("Refused" in e.value for e in at.error)
+    assert Store(app_env).list_runs() == []
+
+
+def test_submit_is_idempotent_per_form_instance(app_env: Path) -> None:
+    at = _build_page()
+    at.session_state["build.idempotency_key"] = "one-form"
+    _submit(at)
+    assert [r["id"] for r in Store(app_env).list_runs()] == [1]
+    at.switch_page("pages/build.py").run()
+    at.session_state["build.idempotency_key"] = "one-form"  # the same submission arriving twice
+    _submit(at)
+    assert [r["id"] for r in Store(app_env).list_runs()] == [1]
+    entries = Store(app_env).audit_entries()
+    assert [e["action"] for e in entries] == ["submit"] and entries[0]["actor"]
+
+
+def test_busy_when_the_db_lock_is_held_elsewhere(app_env: Path) -> None:
+    Store(app_env).migrate()
+    with filelock.FileLock(str(lock_path_for(app_env))):
+        at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception
+    assert any("busy" in w.value for w in at.warning)
