@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -36,7 +36,6 @@ from domain.i18n import t
 Direction = Literal["higher", "lower"] | None
 
 POINT = ("scenario", "concurrency")
-RUN_COLUMNS = ("run_id", "run_name", "source")
 
 # Run-to-run spread of bench_serving on a warm server with a fixed seed and prompt set is
 # typically 1–3 % for throughput and for mean/median latencies; ±3 % keeps such changes
@@ -44,7 +43,6 @@ RUN_COLUMNS = ("run_id", "run_name", "source")
 # moves far more between identical runs, hence a wider band for the tails.
 DEFAULT_NOISE_BAND_PCT = 3.0
 TAIL_NOISE_BAND_PCT = 10.0
-CONFIDENCE = 0.95
 
 # Two-sided 95 % Student-t quantiles t(0.975, df).  Beyond 30 the table steps to the
 # normal value; the largest listed df not above the actual one is used (slightly wide: safe).
@@ -116,22 +114,25 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
 
 
 def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
-    """One row per (run, scenario, concurrency): run_id, run_name, source, scenario,
-    concurrency, gpu_count, repeats, and per metric ``<name>`` (mean over repeats) and
-    ``<name>_ci`` (95 % half-width, NaN for a single repeat)."""
-    records = []
-    for (run_id, scenario, conc), rows in frame.groupby(["run_id", *POINT], sort=True):
-        first = rows.iloc[0]
-        record: dict[str, object] = {
-            "run_id": run_id, "run_name": first.get("run_name"), "source": first.get("source"),
-            "scenario": scenario, "concurrency": conc, "gpu_count": first.get("gpu_count"), "repeats": len(rows),
-        }
-        for metric in metrics:
-            values = list(rows[metric.column]) if metric.column in rows.columns else []
-            mean, half = mean_ci(values)
-            record[metric.name], record[f"{metric.name}_ci"] = mean, math.nan if half is None else half
-        records.append(record)
-    return pd.DataFrame.from_records(records)
+    """One row per (run, scenario, concurrency): run_id, scenario, concurrency, run_name,
+    source, gpu_count, repeats, and per metric ``<name>`` (mean over repeats) and
+    ``<name>_ci`` (95 % half-width, NaN for fewer than two values)."""
+    keys = ["run_id", *POINT]
+    names = [m.name for m in metrics]
+    numbers = frame[keys].copy()
+    for metric in metrics:  # None (unknown) becomes NaN, so means skip it
+        column = frame[metric.column] if metric.column in frame.columns else pd.Series(np.nan, index=frame.index)
+        numbers[metric.name] = pd.to_numeric(column, errors="coerce").astype(float)
+    grouped = numbers.groupby(keys, sort=True, dropna=False)
+    # A group of one: pandas' mean sums one value and divides by 1, so the stored number comes back exactly.
+    means, counts, stds = grouped[names].mean(), grouped[names].count(), grouped[names].std(ddof=1)
+    quantiles = counts.map(lambda n: t_quantile_975(n - 1) if n >= 2 else math.nan)
+    halves = (quantiles * stds / np.sqrt(counts)).add_suffix("_ci")
+    info = frame.groupby(keys, sort=True, dropna=False)[["run_name", "source", "gpu_count"]].first(skipna=False)
+    info["repeats"] = grouped.size()
+    interleaved = [c for name in names for c in (name, f"{name}_ci")]
+    return pd.concat([info, means, halves], axis=1)[["run_name", "source", "gpu_count", "repeats", *interleaved]] \
+        .reset_index()
 
 
 # -- deltas against the baseline -----------------------------------------------------------------
@@ -144,52 +145,56 @@ COMPARE_COLUMNS = (
 
 def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int] | None = None,
                   metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
-    """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`.
+    """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`, ordered
+    by scenario, concurrency, metric (as in ``metrics``) and run (baseline first).
 
     ``verdict``: 'baseline' (the baseline's own row), 'better' / 'worse' (outside the noise,
     by the metric's direction), 'same' (inside the noise: shown "≈"), 'changed' (outside the
     noise for a metric with no direction), 'n/a' (a side is missing).  The baseline's rows
     are included so a wide table can show its values."""
-    summary = summarise_points(frame, metrics)
-    wanted = list(run_ids) if run_ids is not None else list(dict.fromkeys(frame["run_id"]))
+    wanted = list(dict.fromkeys(run_ids if run_ids is not None else frame["run_id"]))
     if baseline_run_id not in wanted:
         wanted.insert(0, baseline_run_id)
-    by_key = summary.set_index(["run_id", *POINT])
-    points = sorted({(s, c) for r, s, c in by_key.index if r in wanted}, key=lambda p: (str(p[0]), p[1]))
-    records = []
-    for scenario, conc in points:
-        base_key = (baseline_run_id, scenario, conc)
-        base_row = by_key.loc[base_key] if base_key in by_key.index else None
-        for metric in metrics:
-            for run_id in wanted:
-                if (run_id, scenario, conc) in by_key.index:
-                    row = by_key.loc[(run_id, scenario, conc)]
-                    records.append(_delta_record(run_id, scenario, conc, row, base_row, metric,
-                                                 run_id == baseline_run_id))
-    return pd.DataFrame.from_records(records, columns=list(COMPARE_COLUMNS))
+    summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics)
+    long = pd.concat([_metric_rows(summary, m) for m in metrics], ignore_index=True)
+    base = long[long["run_id"] == baseline_run_id][[*POINT, "metric", "value", "ci", "repeats"]].rename(
+        columns={"value": "baseline_value", "ci": "baseline_ci", "repeats": "baseline_repeats"})
+    table = long.merge(base, on=[*POINT, "metric"], how="left")
+    table["baseline_repeats"] = table["baseline_repeats"].fillna(0).astype(int)
+    _add_deltas(table, baseline_run_id)
+    metric_order = {m.name: i for i, m in enumerate(metrics)}
+    run_order = {run_id: i for i, run_id in enumerate(wanted)}
+    order = pd.DataFrame({"s": table["scenario"].astype(str), "c": table["concurrency"],
+                          "m": table["metric"].map(metric_order), "r": table["run_id"].map(run_order)})
+    ordered = table.loc[order.sort_values(["s", "c", "m", "r"], kind="stable").index]
+    return ordered[list(COMPARE_COLUMNS)].reset_index(drop=True)
 
 
-def _delta_record(run_id: object, scenario: object, conc: object, row: pd.Series, base_row: pd.Series | None,
-                  metric: Metric, is_baseline: bool) -> dict[str, object]:
-    value, ci = row[metric.name], row[f"{metric.name}_ci"]
-    record: dict[str, object] = {
-        "scenario": scenario, "concurrency": conc, "metric": metric.name,
-        "direction": metric.direction, "run_id": run_id, "run_name": row["run_name"], "source": row["source"],
-        "repeats": row["repeats"], "value": value, "ci": ci, "baseline_value": math.nan, "baseline_repeats": 0,
-        "delta_pct": math.nan, "noise_pct": math.nan, "noise_source": None, "verdict": "n/a",
-    }
-    if base_row is None:
-        return record
-    base_value, base_ci = base_row[metric.name], base_row[f"{metric.name}_ci"]
-    record.update(baseline_value=base_value, baseline_repeats=base_row["repeats"])
+def _metric_rows(summary: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    rows = summary[["run_id", "run_name", "source", *POINT, "repeats", metric.name, f"{metric.name}_ci"]]
+    rows = rows.rename(columns={metric.name: "value", f"{metric.name}_ci": "ci"})
+    return rows.assign(metric=metric.name, direction=metric.direction, tail=metric.tail)
+
+
+def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
+    """Fills delta_pct, noise_pct, noise_source and verdict with the scalar rules below."""
+    rows = zip(table["run_id"], table["value"], table["ci"], table["baseline_value"], table["baseline_ci"],
+               table["direction"], table["tail"], strict=True)
+    filled = [_delta_of(run_id == baseline_run_id, *rest) for run_id, *rest in rows]
+    columns = ("delta_pct", "noise_pct", "noise_source", "verdict")
+    for i, column in enumerate(columns):
+        table[column] = [row[i] for row in filled]
+
+
+def _delta_of(is_baseline: bool, value: float, ci: float, base: float, base_ci: float, direction: object,
+              tail: object) -> tuple[float, float, str | None, str]:
     if is_baseline:
-        record["verdict"] = "baseline"
-        return record
-    delta = delta_pct(value, base_value)
-    noise, source = noise_band_pct(base_value, ci, base_ci, metric)
-    record.update(delta_pct=delta, noise_pct=noise, noise_source=source,
-                  verdict=verdict(delta, noise, metric.direction))
-    return record
+        return math.nan, math.nan, None, "baseline"
+    if _missing(base):
+        return math.nan, math.nan, None, "n/a"
+    delta = delta_pct(value, base)
+    noise, source = noise_band_pct(base, ci, base_ci, tail=bool(tail))
+    return delta, noise, source, verdict(delta, noise, direction)
 
 
 def delta_pct(value: float, baseline: float) -> float:
@@ -199,20 +204,20 @@ def delta_pct(value: float, baseline: float) -> float:
     return (value - baseline) / abs(baseline) * 100.0
 
 
-def noise_band_pct(baseline: float, ci: float, baseline_ci: float, metric: Metric) -> tuple[float, str]:
+def noise_band_pct(baseline: float, ci: float, baseline_ci: float, *, tail: bool) -> tuple[float, str]:
     """The half-width (in % of the baseline) within which a delta is noise, and its source:
-    'repeats' when both sides have a confidence interval, else 'default'."""
+    'repeats' when both sides have a confidence interval, else 'default' (wider for a p99)."""
     if not _missing(ci) and not _missing(baseline_ci) and not _missing(baseline) and baseline != 0:
         return math.hypot(ci, baseline_ci) / abs(baseline) * 100.0, "repeats"
-    return (TAIL_NOISE_BAND_PCT if metric.tail else DEFAULT_NOISE_BAND_PCT), "default"
+    return (TAIL_NOISE_BAND_PCT if tail else DEFAULT_NOISE_BAND_PCT), "default"
 
 
-def verdict(delta: float, noise: float, direction: Direction) -> str:
+def verdict(delta: float, noise: float, direction: object) -> str:
     if _missing(delta):
         return "n/a"
     if abs(delta) <= noise:
         return "same"
-    if direction is None:
+    if direction not in ("higher", "lower"):  # None, or NaN after a frame round trip
         return "changed"
     return "better" if (delta > 0) == (direction == "higher") else "worse"
 
@@ -299,6 +304,20 @@ def saturation_points(summary: pd.DataFrame, *, gain_threshold_pct: float = DEFA
             sla = _sla_break(list(rows["concurrency"]), list(rows[sla_metric]), sla_threshold_ms)
         records.append((run_id, scenario, *_pick_rule(knee, sla), knee, sla))
     return pd.DataFrame.from_records(records, columns=list(SATURATION_COLUMNS))
+
+
+def rule_text(saturation_row: pd.Series, lang: str, *, gain_threshold_pct: float = DEFAULT_SATURATION_GAIN_PCT,
+              sla_metric: str | None = None, sla_threshold_ms: float | None = None) -> str:
+    """Which rule fired for a row of :func:`saturation_points`, in words, with its setting."""
+    rule = saturation_row["rule"]
+    if rule is None or _missing(rule):
+        return t("compare.rule.none", lang)
+    if rule == "throughput_gain":
+        return t("compare.rule.throughput_gain", lang, pct=f"{gain_threshold_pct:g}")
+    if rule == "latency_sla":
+        metric = metric_label(sla_metric, lang) if sla_metric else "?"
+        return t("compare.rule.latency_sla", lang, metric=metric, ms=f"{sla_threshold_ms:g}")
+    return t("compare.rule.both", lang)
 
 
 def _knee(concurrency: list, throughput: list, threshold_pct: float) -> float | None:
@@ -399,7 +418,7 @@ def expected_length(requested: float, range_ratio: object) -> float:
     return requested * (1.0 + ratio) / 2.0
 
 
-def point_badges(row: pd.Series) -> list[tuple[str, str]]:
+def point_badges(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every badge one point earns, as (badge, detail) with the numbers behind it."""
     checks = (_low_concurrency, _incomplete, _output_shortfall, _input_length_off, _throttled, _unhealthy_host,
               _source_badge)
@@ -410,7 +429,7 @@ def validity_badges(frame: pd.DataFrame) -> pd.DataFrame:
     """Long table, one row per (point, badge) fired; columns :data:`BADGE_COLUMNS`."""
     records = [
         (row["run_id"], row["scenario"], row["concurrency"], row.get("repeat_idx"), badge, detail)
-        for _, row in frame.iterrows()
+        for row in frame.to_dict("records")  # plain dicts: iterrows builds a Series per row, ~10× slower
         for badge, detail in point_badges(row)
     ]
     return pd.DataFrame.from_records(records, columns=list(BADGE_COLUMNS))
@@ -422,28 +441,28 @@ def badges_by_point(badges: pd.DataFrame) -> pd.DataFrame:
     return grouped.reset_index().rename(columns={"badge": "badges"})
 
 
-def _num(row: pd.Series, column: str) -> float | None:
+def _num(row: Mapping[str, Any], column: str) -> float | None:
     value = row.get(column)
-    if _missing(value):
+    if value is None or _missing(value):
         return None
     return float(value)
 
 
-def _low_concurrency(row: pd.Series) -> tuple[str, str] | None:
+def _low_concurrency(row: Mapping[str, Any]) -> tuple[str, str] | None:
     achieved, target = _num(row, "achieved_concurrency"), _num(row, "concurrency")
     if achieved is None or not target or achieved >= LOW_CONCURRENCY_RATIO * target:
         return None
     return "low_concurrency", f"{achieved:.2f}/{target:g}"
 
 
-def _incomplete(row: pd.Series) -> tuple[str, str] | None:
+def _incomplete(row: Mapping[str, Any]) -> tuple[str, str] | None:
     completed, requested = _num(row, "completed"), _num(row, "requested")
     if completed is None or requested is None or completed >= requested:
         return None
     return "incomplete", f"{completed:g}/{requested:g}"
 
 
-def _output_shortfall(row: pd.Series) -> tuple[str, str] | None:
+def _output_shortfall(row: Mapping[str, Any]) -> tuple[str, str] | None:
     tokens, completed, osl = _num(row, "total_output_tokens"), _num(row, "completed"), _num(row, "output_len")
     if tokens is None or not completed or not osl:
         return None
@@ -454,7 +473,7 @@ def _output_shortfall(row: pd.Series) -> tuple[str, str] | None:
     return "output_shortfall", f"{tokens / completed:.1f}/{expected / completed:.1f} ({cause})"
 
 
-def _input_length_off(row: pd.Series) -> tuple[str, str] | None:
+def _input_length_off(row: Mapping[str, Any]) -> tuple[str, str] | None:
     tokens, completed, isl = _num(row, "total_input_tokens"), _num(row, "completed"), _num(row, "input_len")
     if tokens is None or not completed or not isl:
         return None
@@ -464,18 +483,18 @@ def _input_length_off(row: pd.Series) -> tuple[str, str] | None:
     return "input_length_off", f"{measured:.1f}/{expected:.1f}"
 
 
-def _throttled(row: pd.Series) -> tuple[str, str] | None:
+def _throttled(row: Mapping[str, Any]) -> tuple[str, str] | None:
     reasons = _num(row, "gpu_clock_event_reasons_max")
     if reasons is None or not int(reasons) & THROTTLE_MASK:
         return None
     return "throttled", ", ".join(name for bit, name in THROTTLE_REASONS.items() if int(reasons) & bit)
 
 
-def _unhealthy_host(row: pd.Series) -> tuple[str, str] | None:
+def _unhealthy_host(row: Mapping[str, Any]) -> tuple[str, str] | None:
     return ("unhealthy_host", "") if row.get("host_healthy") is False or row.get("host_healthy") is np.False_ else None
 
 
-def _source_badge(row: pd.Series) -> tuple[str, str] | None:
+def _source_badge(row: Mapping[str, Any]) -> tuple[str, str] | None:
     source = row.get("source")
     return (str(source), "") if source in ("emulated", "imported") else None
 

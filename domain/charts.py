@@ -74,10 +74,21 @@ def _runs(frame: pd.DataFrame, lang: str) -> pd.DataFrame:
     return out
 
 
-def _run_encodings(lang: str) -> dict[str, alt.SchemaBase]:
+# A dash legend shows nothing unless its stroke symbol gets a colour and a length.
+_DASH_LEGEND = alt.Legend(symbolType="stroke", symbolStrokeColor="black", symbolFillColor="black",
+                          symbolStrokeWidth=2, symbolSize=200)
+
+
+def _run_colour(data: pd.DataFrame, lang: str) -> alt.Color:
+    # Legend in the order the runs came (the baseline first), not alphabetically.
+    return alt.Color("run:N", title=t("compare.chart.run", lang), sort=list(dict.fromkeys(data["run"])))
+
+
+def _run_encodings(data: pd.DataFrame, lang: str) -> dict[str, alt.SchemaBase]:
     return {
-        "color": alt.Color("run:N", title=t("compare.chart.run", lang)),
-        "strokeDash": alt.StrokeDash("source_label:N", title=t("compare.chart.source", lang)),
+        "color": _run_colour(data, lang),
+        "strokeDash": alt.StrokeDash("source_label:N", title=t("compare.chart.source", lang),
+                                     legend=_DASH_LEGEND),
     }
 
 
@@ -119,9 +130,9 @@ def metric_chart(summary: pd.DataFrame, metrics: Sequence[str], lang: str, *, sa
     x = _concurrency_x(long["concurrency"], lang)
     tooltip = ["run:N", "concurrency:Q", "panel:N", alt.Tooltip("value:Q", format=",.4~g")]
     y = alt.Y("value:Q", title=None)
-    lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, tooltip=tooltip, **_run_encodings(lang))
+    lines = alt.Chart().mark_line(point=True).encode(x=x, y=y, tooltip=tooltip, **_run_encodings(long, lang))
     marks = (alt.Chart().mark_point(shape=SATURATION_SHAPE, size=160, filled=True, opacity=0.9)
-             .encode(x=x, y=y, color="run:N").transform_filter(alt.datum.saturated))
+             .encode(x=x, y=y, color=_run_colour(long, lang)).transform_filter(alt.datum.saturated))
     has_marks = bool(long["saturated"].any())
     subtitle = t("compare.chart.saturation_legend", lang) if has_marks else None
     layered = alt.layer(lines, marks, data=long).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
@@ -148,7 +159,7 @@ def pareto_chart(pareto: pd.DataFrame, lang: str) -> alt.FacetChart:
     x = alt.X("interactivity:Q", title=t("compare.chart.interactivity", lang), scale=alt.Scale(zero=False))
     y = alt.Y("throughput_per_gpu:Q", title=t("compare.chart.throughput_per_gpu", lang))
     points = alt.Chart().mark_point(filled=True, size=70).encode(
-        x=x, y=y, color=alt.Color("run:N", title=t("compare.chart.run", lang)),
+        x=x, y=y, color=_run_colour(data, lang),
         shape=alt.Shape("source_label:N", title=t("compare.chart.source", lang)),
         tooltip=["run:N", "concurrency:Q", alt.Tooltip("interactivity:Q", format=",.1f"),
                  alt.Tooltip("throughput_per_gpu:Q", format=",.1f")])
@@ -180,7 +191,7 @@ def latency_vs_throughput_chart(summary: pd.DataFrame, lang: str,
         order="concurrency:Q",
         tooltip=["run:N", "concurrency:Q", alt.Tooltip("output_tok_s:Q", format=",.1f"),
                  alt.Tooltip("value:Q", format=",.1f")],
-        **_run_encodings(lang))
+        **_run_encodings(long, lang))
     layered = alt.layer(lines, data=long).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
     return (layered.facet(facet=alt.Facet("panel:N", title=None, sort=list(dict.fromkeys(long["panel"]))), columns=2)
             .resolve_scale(y="independent")
@@ -190,28 +201,39 @@ def latency_vs_throughput_chart(summary: pd.DataFrame, lang: str,
 # -- scaling efficiency ------------------------------------------------------------------------------
 
 
-def scaling_chart(scaling: pd.DataFrame, lang: str, summary: pd.DataFrame | None = None) -> alt.FacetChart:
-    """Speed-up over the lowest concurrency against the ideal linear line (dashed grey),
-    each point labelled with its efficiency.  ``summary`` (optional) supplies run names and
+def scaling_chart(scaling: pd.DataFrame, lang: str, summary: pd.DataFrame | None = None) -> alt.VConcatChart:
+    """Per scenario, two panels: the speed-up over the lowest concurrency against the ideal
+    linear speed-up (log–log, so the ideal is a straight line), and the efficiency against
+    the ideal 100 % (ideals dashed grey).  ``summary`` (optional) supplies run names and
     sources; without it runs are named by id."""
-    data = _with_run_names(scaling, summary)
-    data = _runs(data, lang)
-    data["panel"] = data["scenario"].astype(str)
-    data["efficiency_label"] = (data["efficiency"] * 100).round().astype("Int64").astype(str) + "%"
-    x = _concurrency_x(data["concurrency"], lang)
-    log_y = alt.Scale(type="log", base=2)
-    ideal = alt.Chart().mark_line(color=IDEAL_COLOUR, strokeDash=[6, 4]).encode(
-        x=x, y=alt.Y("ideal_speedup:Q", scale=log_y), detail="run:N")
-    lines = alt.Chart().mark_line(point=True).encode(
-        x=x, y=alt.Y("speedup:Q", title=t("compare.chart.speedup", lang), scale=log_y),
-        tooltip=["run:N", "concurrency:Q", alt.Tooltip("speedup:Q", format=".2f"),
-                 alt.Tooltip("efficiency:Q", format=".0%")],
-        **_run_encodings(lang))
-    labels = alt.Chart().mark_text(dy=-9, fontSize=9).encode(
-        x=x, y=alt.Y("speedup:Q", scale=log_y), text="efficiency_label:N", color="run:N")
-    layered = alt.layer(ideal, lines, labels, data=data).properties(width=PANEL_WIDTH * 2 - 80, height=PANEL_HEIGHT)
-    return layered.facet(facet=alt.Facet("panel:N", title=None), columns=1).properties(
+    data = _runs(_with_run_names(scaling, summary), lang)
+    data["efficiency_pct"] = data["efficiency"] * 100.0
+    data["ideal_pct"] = 100.0
+    scenarios = list(dict.fromkeys(data["scenario"]))
+    rows = [_scaling_row(data[data["scenario"] == s], str(s) if len(scenarios) > 1 else None, lang) for s in scenarios]
+    return alt.vconcat(*rows).properties(
         title=_title(t("compare.chart.scaling_title", lang), t("compare.chart.scaling_subtitle", lang)))
+
+
+def _scaling_row(data: pd.DataFrame, scenario: str | None, lang: str) -> alt.HConcatChart:
+    x = _concurrency_x(data["concurrency"], lang)
+    tooltip = ["run:N", "concurrency:Q", alt.Tooltip("speedup:Q", format=".2f"),
+               alt.Tooltip("efficiency:Q", format=".0%")]
+    log2 = alt.Scale(type="log", base=2)
+
+    def panel(value: str, ideal: str, title_key: str, scale: alt.Scale | None) -> AnyChart:
+        y_scale = scale if scale is not None else alt.Undefined
+        ideal_line = alt.Chart().mark_line(color=IDEAL_COLOUR, strokeDash=[6, 4]).encode(
+            x=x, y=alt.Y(f"{ideal}:Q", scale=y_scale), detail="run:N")
+        lines = alt.Chart().mark_line(point=True).encode(
+            x=x, y=alt.Y(f"{value}:Q", title=t(title_key, lang), scale=y_scale), tooltip=tooltip,
+            **_run_encodings(data, lang))
+        title = alt.TitleParams(t(title_key, lang) + (f" · {scenario}" if scenario else ""), fontSize=13,
+                                anchor="middle", font=FONT)
+        return alt.layer(ideal_line, lines, data=data).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT, title=title)
+
+    return alt.hconcat(panel("speedup", "ideal_speedup", "compare.chart.speedup", log2),
+                       panel("efficiency_pct", "ideal_pct", "compare.chart.efficiency", None))
 
 
 def _with_run_names(scaling: pd.DataFrame, summary: pd.DataFrame | None) -> pd.DataFrame:

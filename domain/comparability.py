@@ -27,10 +27,11 @@ rules, from :mod:`domain.flags.risk`) and :func:`config_diff` (the flags that di
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from domain.flags.risk import DEFAULT_PROFILE, assess_risk, classify_flag
@@ -42,7 +43,6 @@ Verdict = Literal["comparable", "comparable_except", "not_comparable"]
 Level = Literal["run", "point"]
 
 FAMILIES = ("model", "hardware", "engine", "workload", "generation", "client", "topology", "source")
-POINT_KEY = ("scenario", "concurrency")
 # The pseudo-condition for the set of (scenario, concurrency) points each run measured.
 POINTS_CONDITION = "points"
 
@@ -89,7 +89,7 @@ FATAL_CONDITIONS = frozenset({"model", "dtype", "gpu_type", "input_len", "output
 # (for the points set: only when the runs share no point at all).
 MATRIX_COLUMNS = ("run_id", "family", "condition", "level", "fatal", "state", "baseline_value", "value")
 SUMMARY_COLUMNS = ("run_id", "verdict", "fatal", "differing", "unknown", "intended")
-RISK_COLUMNS = ("run_id", "risk_version", "highest_risk", "broken_rules", "unclassified_flags")
+RISK_COLUMNS = ("run_id", "risk_version", "highest_risk", "broken_rules", "unclassified_flags", "notes")
 DIFF_COLUMNS = ("run_id", "flag", "baseline_value", "value", "differs", "layer", "risk")
 
 MISSING_TEXT = "?"
@@ -102,8 +102,8 @@ def normalise(value: object) -> object:
     """One spelling per value, so 128 == 128.0 and 'inf' == inf; None for anything unknown."""
     if value is None or value is pd.NA or value is pd.NaT:
         return None
-    if isinstance(value, bool):
-        return value
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
     if isinstance(value, str):
         return math.inf if value.strip().lower() in ("inf", "+inf", "infinity") else value
     if isinstance(value, int | float) or hasattr(value, "__float__"):
@@ -163,9 +163,37 @@ def key_summary(frame: pd.DataFrame, run_id: int, lang: str) -> str:
 
 # -- the matrix --------------------------------------------------------------------------------
 
+Point = tuple[object, object]  # (scenario, concurrency)
+RUN_LEVEL = tuple(c.name for c in CONDITIONS if c.level == "run")
+POINT_LEVEL = tuple(c.name for c in CONDITIONS if c.level == "point" and c.name != POINTS_CONDITION)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run's condition values, normalised once: run-level values, and per point the
+    set of values each point-level condition took (repeats normally agree; a set keeps
+    any disagreement visible)."""
+
+    run_values: dict[str, object]
+    point_values: dict[Point, dict[str, frozenset[object]]]
+
+    @property
+    def points(self) -> set[Point]:
+        return set(self.point_values)
+
+
+def run_view(rows: pd.DataFrame) -> RunView:
+    run_values = {name: _run_value(rows, name) for name in RUN_LEVEL}
+    point_values: dict[Point, dict[str, set[object]]] = {}
+    columns = [rows[name] if name in rows.columns else [None] * len(rows) for name in POINT_LEVEL]
+    for scenario, conc, *values in zip(rows["scenario"], rows["concurrency"], *columns, strict=True):
+        sets = point_values.setdefault((scenario, normalise(conc)), {name: set() for name in POINT_LEVEL})
+        for name, value in zip(POINT_LEVEL, values, strict=True):
+            sets[name].add(_hashable(normalise(value)))
+    return RunView(run_values, {p: {n: frozenset(v) for n, v in sets.items()} for p, sets in point_values.items()})
+
 
 def _compare_values(base: object, other: object) -> State:
-    base, other = normalise(base), normalise(other)
     if base is None or other is None:
         return "unknown"
     return "match" if base == other else "differ"
@@ -190,28 +218,10 @@ def _hashable(value: object) -> Hashable:
     return value
 
 
-def _point_values(rows: pd.DataFrame, column: str, points: Iterable[tuple[object, object]]) -> dict[tuple, frozenset]:
-    """Per common point, the set of values (repeats normally agree; a set keeps disagreement)."""
-    wanted = set(points)
-    values: dict[tuple, set] = {p: set() for p in wanted}
-    present = column in rows.columns
-    for scenario, conc, value in zip(
-        rows["scenario"], rows["concurrency"], rows[column] if present else [None] * len(rows), strict=True
-    ):
-        point = (scenario, normalise(conc))
-        if point in wanted:
-            values[point].add(normalise(value))
-    return {p: frozenset(v) for p, v in values.items()}
-
-
-def _points_of(rows: pd.DataFrame) -> set[tuple[object, object]]:
-    return {(s, normalise(c)) for s, c in zip(rows["scenario"], rows["concurrency"], strict=True)}
-
-
-def _compare_point_condition(base: pd.DataFrame, other: pd.DataFrame, column: str) -> tuple[State, str, str]:
-    common = _points_of(base) & _points_of(other)
-    base_values = _point_values(base, column, common)
-    other_values = _point_values(other, column, common)
+def _compare_point_condition(base: RunView, other: RunView, column: str) -> tuple[State, str, str]:
+    common = base.points & other.points
+    base_values = {p: base.point_values[p][column] for p in common}
+    other_values = {p: other.point_values[p][column] for p in common}
     states = {"unknown" if None in base_values[p] | other_values[p] else
               "match" if base_values[p] == other_values[p] else "differ" for p in common}
     # A definite difference anywhere outranks an unknown elsewhere: it is the stronger fact.
@@ -220,36 +230,36 @@ def _compare_point_condition(base: pd.DataFrame, other: pd.DataFrame, column: st
     return state, _values_text(base_values), _values_text(other_values)
 
 
-def _values_text(values: Mapping[tuple, frozenset]) -> str:
+def _values_text(values: Mapping[Point, frozenset[object]]) -> str:
     distinct = {v for vs in values.values() for v in vs}
     return ", ".join(sorted(display(v) for v in distinct)) if distinct else MISSING_TEXT
 
 
-def _points_text(points: Collection[tuple[object, object]]) -> str:
-    def order(point: tuple[object, object]) -> tuple[str, float]:
+def _points_text(points: Collection[Point]) -> str:
+    def order(point: Point) -> tuple[str, float]:
         conc = point[1]
         return str(point[0]), float(conc) if isinstance(conc, int | float) else math.inf
 
     return ", ".join(f"{s}@{display(c)}" for s, c in sorted(points, key=order))
 
 
-def _compare_points(base: pd.DataFrame, other: pd.DataFrame) -> tuple[State, str, str]:
-    base_points, other_points = _points_of(base), _points_of(other)
-    if base_points == other_points:
-        return "match", _points_text(base_points), _points_text(other_points)
-    return "differ", _points_text(base_points - other_points), _points_text(other_points - base_points)
+def _compare_points(base: RunView, other: RunView) -> tuple[State, bool, str, str]:
+    """The point sets: equal or not; fatal only when the runs share no point at all."""
+    base_points, other_points = base.points, other.points
+    state: State = "match" if base_points == other_points else "differ"
+    return (state, not base_points & other_points, _points_text(base_points - other_points),
+            _points_text(other_points - base_points))
 
 
-def _condition_row(cond: Condition, base: pd.DataFrame, other: pd.DataFrame) -> tuple[State, bool, str, str]:
+def _condition_row(cond: Condition, base: RunView, other: RunView) -> tuple[State, bool, str, str]:
     """State, whether a difference is fatal, and the two values as shown."""
     if cond.name == POINTS_CONDITION:
-        state, base_text, other_text = _compare_points(base, other)
-        return state, not _points_of(base) & _points_of(other), base_text, other_text
+        return _compare_points(base, other)
     fatal = cond.name in FATAL_CONDITIONS
     if cond.level == "point":
         state, base_text, other_text = _compare_point_condition(base, other, cond.name)
         return state, fatal, base_text, other_text
-    base_value, other_value = _run_value(base, cond.name), _run_value(other, cond.name)
+    base_value, other_value = base.run_values[cond.name], other.run_values[cond.name]
     return _compare_values(base_value, other_value), fatal, display(base_value), display(other_value)
 
 
@@ -263,12 +273,12 @@ def comparability_matrix(
 
     Columns :data:`MATRIX_COLUMNS`.  For the points condition, ``baseline_value`` lists the
     points only the baseline has and ``value`` those only the run has."""
-    base = _rows_of(frame, baseline_run_id)
+    base = run_view(_rows_of(frame, baseline_run_id))
     records = []
     for run_id in run_ids:
         if run_id == baseline_run_id:
             continue
-        other = _rows_of(frame, run_id)
+        other = run_view(_rows_of(frame, run_id))
         for cond in CONDITIONS:
             state, fatal, base_text, other_text = _condition_row(cond, base, other)
             if state == "differ" and cond.name in intended_to_differ:
@@ -309,11 +319,27 @@ def condition_label(name: str, lang: str) -> str:
     return t(f"compare.cond.{name}", lang)
 
 
+def family_label(family: str, lang: str) -> str:
+    return t(f"compare.family.{family}", lang)
+
+
+def state_text(matrix_row: Mapping[str, Any], lang: str) -> str:
+    """A matrix cell as the checklist shows it: "✓", "✗ 128 → 256", "unknown (? / 0.5.9)", …"""
+    return t(f"compare.state.{matrix_row['state']}", lang, baseline=matrix_row["baseline_value"],
+             value=matrix_row["value"])
+
+
 def summary_line(summary_row: Mapping[str, Any], lang: str) -> str:
     """"comparable" / "comparable except: …" / "not comparable: …" in the UI language."""
     labels = lambda names: ", ".join(condition_label(n, lang) for n in names)  # noqa: E731
     if summary_row["verdict"] == "not_comparable":
-        return t("compare.summary.not_comparable", lang, fields=labels(summary_row["fatal"]))
+        line = t("compare.summary.not_comparable", lang, fields=labels(summary_row["fatal"]))
+        others = [n for n in summary_row["differing"] if n not in summary_row["fatal"]]
+        if others:
+            line += "; " + t("compare.summary.also", lang, fields=labels(others))
+        if summary_row["unknown"]:
+            line += "; " + t("compare.summary.unknown", lang, fields=labels(summary_row["unknown"]))
+        return line
     if summary_row["verdict"] == "comparable_except":
         parts = [labels(summary_row["differing"])] if summary_row["differing"] else []
         if summary_row["unknown"]:
@@ -336,7 +362,7 @@ def _schema_version(engine_version: object) -> str:
 def risk_columns(frame: pd.DataFrame, profile: str = DEFAULT_PROFILE) -> pd.DataFrame:
     """Per run (columns :data:`RISK_COLUMNS`): the schema version used, the highest risk
     layer (None: no classified active flag), broken contest rules as "rule: flag=value",
-    and the active flags no layer claims."""
+    the active flags no layer claims, and value-note codes (e.g. 'dummy_weights')."""
     records: list[tuple[object, ...]] = []
     for run_id, rows in frame.groupby("run_id", sort=False):
         first = rows.iloc[0]
@@ -344,10 +370,11 @@ def risk_columns(frame: pd.DataFrame, profile: str = DEFAULT_PROFILE) -> pd.Data
         try:
             report = assess_risk(dict(first.get("server_args") or {}), version, profile)
         except SchemaError:  # a schema file gone missing: show no risk rather than guess one
-            records.append((run_id, version, None, [], []))
+            records.append((run_id, version, None, [], [], []))
             continue
         broken = [f"{b.rule}: {b.flag}={b.value}" for b in report.broken]
-        records.append((run_id, version, report.highest, broken, list(report.unclassified)))
+        notes = [n.code for n in report.notes]
+        records.append((run_id, version, report.highest, broken, list(report.unclassified), notes))
     return pd.DataFrame.from_records(records, columns=list(RISK_COLUMNS))
 
 
