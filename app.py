@@ -23,5 +23,9 @@ pages = {
         st.Page("pages/run.py", title=t("nav.run_detail", lang), icon=":material/description:"),
         st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/upload_file:"),
     ],
+    t("nav.section_analyse", lang): [
+        st.Page("pages/compare.py", title=t("nav.compare", lang), icon=":material/compare_arrows:"),
+        st.Page("pages/checklist.py", title=t("nav.checklist", lang), icon=":material/checklist:"),
+    ],
 }
 st.navigation(pages).run()

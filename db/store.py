@@ -386,6 +386,15 @@ class Store:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.POINTS_OF_RUN, [run_id]))
 
+    def points_for_comparison(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """One batched read for the compare and checklist pages (each locked open costs ~25 ms)."""
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.POINTS_FOR_COMPARISON, [list(run_ids)]))
+
+    def runs_for_picker(self, limit: int = 2000) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.RUNS_FOR_PICKER, [limit]))
+
     def telemetry_of(self, run_id: int) -> list[dict[str, Any]]:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.TELEMETRY_OF_RUN, [run_id]))

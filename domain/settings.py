@@ -71,6 +71,13 @@ class Settings(BaseSettings):
     )
     point_timeout_s: float = Field(default=7200.0, gt=0, description="Longest one sweep point may run.")
     telemetry_hz: float = Field(default=4.0, gt=0, le=50, description="Telemetry samples per second.")
+    saturation_gain_pct: float = Field(
+        default=10.0, gt=0, description="Compare: saturation when throughput gains < this % per doubling of concurrency."
+    )
+    sla_metric: Literal["ttft_p99", "tpot_p99", "itl_p99", "e2e_p99"] = Field(
+        default="ttft_p99", description="Compare: the p99 latency the SLA applies to."
+    )
+    sla_ms: float | None = Field(default=None, gt=0, description="Compare: the p99 SLA in ms; unset = no SLA rule.")
     max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
     max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
     tokenizer_dir: Path = Field(

@@ -82,6 +82,7 @@ class AttemptContext:
     server: engine.EngineServer | None = None
     client: BenchClient | None = None
     points_done: int = 0
+    engine_version: str | None = None  # the SGLang version launched (its flag schema, for the emulator)
     # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
     stopped_by_runner: bool = False
 
@@ -278,6 +279,7 @@ class Runner:
     def _run_attempt(self, ctx: AttemptContext) -> None:
         plan, settings = ctx.plan, self.settings
         version = schema_version_for(plan, self.sglang_version)
+        ctx.engine_version = version
         self._validate_at_the_edge(plan, version)
         self._guard_gpus()
         ctx.move(AttemptStatus.STARTING)
@@ -414,7 +416,7 @@ class Runner:
         write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
                       point_key=point.key, since=measure_started)
         conditions = point_conditions(ctx.plan, point)
-        conditions.update(bench_tool="sglang.bench_serving", bench_version=ctx.client.version if ctx.client else None,
+        conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving", bench_version=ctx.client.version if ctx.client else None,
                           bench_module=ctx.client.module if ctx.client else None,
                           engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
                           warmup_excluded_from_telemetry=measure_started is not None)
