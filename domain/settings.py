@@ -72,7 +72,8 @@ class Settings(BaseSettings):
     point_timeout_s: float = Field(default=7200.0, gt=0, description="Longest one sweep point may run.")
     telemetry_hz: float = Field(default=4.0, gt=0, le=50, description="Telemetry samples per second.")
     saturation_gain_pct: float = Field(
-        default=10.0, gt=0, description="Compare: saturation when throughput gains < this % per doubling of concurrency."
+        default=10.0, gt=0,
+        description="Compare: saturation when throughput gains < this % per doubling of concurrency.",
     )
     sla_metric: Literal["ttft_p99", "tpot_p99", "itl_p99", "e2e_p99"] = Field(
         default="ttft_p99", description="Compare: the p99 latency the SLA applies to."

@@ -91,7 +91,7 @@ def saturation_section(c: Comparison) -> None:
 def charts_section(c: Comparison) -> list[tuple[str, Any]]:
     st.subheader(t("compare.charts", lang))
     charts = export.standard_charts(c)
-    for title, chart in charts:
+    for _title, chart in charts:  # each chart carries its own title
         st.altair_chart(styled(chart))
     return charts
 

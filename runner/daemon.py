@@ -416,7 +416,8 @@ class Runner:
         write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
                       point_key=point.key, since=measure_started)
         conditions = point_conditions(ctx.plan, point)
-        conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving", bench_version=ctx.client.version if ctx.client else None,
+        conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving",
+                          bench_version=ctx.client.version if ctx.client else None,
                           bench_module=ctx.client.module if ctx.client else None,
                           engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
                           warmup_excluded_from_telemetry=measure_started is not None)
