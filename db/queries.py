@@ -218,8 +218,13 @@ LIST_SCHEMA_VERSIONS = "SELECT version, host, extracted_at FROM sglang_schemas O
 # failed attempt keeps its rows but is not part of the result), with the telemetry
 # summaries the compare page shows pivoted into columns.  Imported points have no attempt.
 POINTS_FOR_COMPARISON = """
-WITH latest AS (
-    SELECT run_id, max(id) AS attempt_id FROM attempts GROUP BY run_id
+WITH sel AS (
+    SELECT unnest(?::BIGINT[]) AS run_id
+), latest AS (
+    SELECT run_id, max(id) AS attempt_id FROM attempts WHERE run_id IN (SELECT run_id FROM sel) GROUP BY run_id
+), pts AS (
+    SELECT p.* FROM sweep_points p LEFT JOIN latest l ON l.run_id = p.run_id
+    WHERE p.run_id IN (SELECT run_id FROM sel) AND (l.attempt_id IS NULL OR p.attempt_id = l.attempt_id)
 ), tele AS (
     SELECT point_id,
            avg(mean) FILTER (WHERE source = 'gpu' AND metric = 'util_pct') AS gpu_util_mean,
@@ -227,20 +232,17 @@ WITH latest AS (
            max(max) FILTER (WHERE source = 'server' AND metric = 'token_usage') AS kv_usage_peak,
            max(max) FILTER (WHERE source = 'gpu' AND metric = 'clock_event_reasons') AS gpu_clock_event_reasons_max,
            bool_or(metric = 'unavailable') AS gpu_unavailable
-    FROM telemetry_summaries GROUP BY point_id
+    FROM telemetry_summaries WHERE point_id IN (SELECT id FROM pts) GROUP BY point_id
 )
 SELECT p.*, r.name AS run_name, r.source, r.tags, r.submitted_at, c.engine, c.engine_version, c.model,
        c.gpu_type, c.gpu_count, c.topology, c.server_args, c.environment,
        a.startup_facts, a.host_info,
        t.gpu_util_mean, t.gpu_mem_peak_gb, t.kv_usage_peak, t.gpu_clock_event_reasons_max, t.gpu_unavailable
-FROM sweep_points p
+FROM pts p
 JOIN runs r ON r.id = p.run_id
 JOIN configurations c ON c.id = r.configuration_id
-LEFT JOIN latest l ON l.run_id = p.run_id
 LEFT JOIN attempts a ON a.id = p.attempt_id
 LEFT JOIN tele t ON t.point_id = p.id
-WHERE p.run_id IN (SELECT unnest(?::BIGINT[]))
-  AND (l.attempt_id IS NULL OR p.attempt_id = l.attempt_id)
 ORDER BY p.run_id, p.scenario, p.concurrency, p.repeat_idx
 """
 
