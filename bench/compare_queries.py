@@ -33,10 +33,10 @@ def _timed(fn: Callable[[], object], repeats: int = REPEATS) -> tuple[float, flo
 
 
 def _render_compare(db: Path, ids: list[int]) -> float:
-    from streamlit.testing.v1 import AppTest  # noqa: PLC0415 - only this benchmark needs it
+    from streamlit.testing.v1 import AppTest
 
     os.environ["BENCHDECK_DB"] = str(db)
-    from domain.settings import get_settings  # noqa: PLC0415
+    from domain.settings import get_settings
 
     get_settings.cache_clear()
     root = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def run(quick: bool = False) -> None:
         fill(store, runs=runs, points_per_run=20)
         print(f"built {runs:,} runs × 20 points (+5 telemetry summaries per point) in "
               f"{time.perf_counter() - start:.1f} s; file {db.stat().st_size / 1e6:.0f} MB")
-        rng = random.Random(7)  # noqa: S311 - picks runs, not secrets
+        rng = random.Random(7)
         pick = lambda: [rng.randrange(1, runs + 1) for _ in range(3)]  # noqa: E731
         p50, p95 = _timed(lambda: store.points_for_comparison(pick()))
         print(f"  compare/checklist points query (3 runs): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
