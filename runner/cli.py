@@ -103,6 +103,51 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
     return runner.work(burst=args.burst)
 
 
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
+    from domain import analysis, export
+    from domain.frames import points_frame
+
+    store = Store.from_settings(settings)
+    store.migrate()
+    run_ids = [args.baseline, *args.runs]
+    frame = points_frame(store.points_for_comparison(run_ids))
+    missing = [r for r in run_ids if frame.empty or r not in set(frame["run_id"])]
+    if missing:
+        print(t("cli.export_missing", args.lang, runs=", ".join(map(str, missing))), file=sys.stderr)
+        return EXIT_INVALID
+    c = export.build_comparison(frame, args.baseline, args.runs, args.lang,
+                                intended_to_differ=frozenset(args.intended or []),
+                                gain_threshold_pct=settings.saturation_gain_pct,
+                                sla_metric=settings.sla_metric if settings.sla_ms else None,
+                                sla_threshold_ms=settings.sla_ms)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))
+    table = analysis.wide_table(c.compare, args.lang)
+    written = []
+    for fmt in args.format:
+        if fmt == "csv":
+            written.append(_write(out / f"{stem}.csv", export.table_csv(table, c.caveat)))
+        elif fmt == "md":
+            written.append(_write(out / f"{stem}.md", export.table_markdown(table, c.caveat, args.lang).encode()))
+        elif fmt == "pptx":
+            written.append(_write(out / f"{stem}.pptx", export.comparison_deck(c)))
+        else:
+            for index, (_title, chart) in enumerate(export.standard_charts(c), start=1):
+                data = export.chart_png(chart, c.caveat) if fmt == "png" else export.chart_svg(chart, c.caveat).encode()
+                written.append(_write(out / f"{stem}-chart{index}.{fmt}", data))
+    for line in c.caveat:
+        print(f"# {line}", file=sys.stderr)
+    print("\n".join(str(p) for p in written))
+    return EXIT_OK
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
@@ -125,13 +170,33 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     work = sub.add_parser("work", help="execute queued runs; with --burst, drain the queue and exit")
     work.add_argument("--burst", action="store_true", help="exit once the queue is empty")
     work.set_defaults(func=cmd_work)
+    exp = sub.add_parser("export", help="write the comparison of runs as CSV / Markdown / PNG / SVG / PPTX")
+    exp.add_argument("--baseline", type=int, required=True, help="the baseline run id")
+    exp.add_argument("--runs", type=_id_list, required=True, help="comma-separated run ids to compare")
+    exp.add_argument("--intended", action="append", help="a condition intended to differ (repeatable)")
+    exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx"],
+                     default=None, help="repeatable; default: csv and md")
+    exp.add_argument("--out", default=".", help="output directory")
+    exp.set_defaults(func=cmd_export)
     return parser
+
+
+def _id_list(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of run ids: {text!r}") from None
+    if not ids:
+        raise argparse.ArgumentTypeError("give at least one run id")
+    return ids
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = get_settings()
     args = build_parser(settings).parse_args(argv)
     func: Command = args.func
+    if getattr(args, "format", "unset") is None:
+        args.format = ["csv", "md"]
     try:
         return func(args, settings)
     except DbBusy as exc:
