@@ -4,6 +4,8 @@ source "$(dirname "$0")/lib.sh"
 setup_app_env requirements-dev.txt
 setup_sglang_env
 setup_tokenizer
+# The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.
+bash scripts/setup_import_fixtures.sh
 # A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
 # Playwright cannot download its own browser here).
 if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -q "Noto Sans CJK"; then
