@@ -26,6 +26,7 @@ pages = {
     t("nav.section_analyse", lang): [
         st.Page("pages/compare.py", title=t("nav.compare", lang), icon=":material/compare_arrows:"),
         st.Page("pages/checklist.py", title=t("nav.checklist", lang), icon=":material/checklist:"),
+        st.Page("pages/imports.py", title=t("nav.imports", lang), icon=":material/upload:"),
     ],
 }
 st.navigation(pages).run()

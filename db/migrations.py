@@ -50,11 +50,11 @@ def _core_tables(con: duckdb.DuckDBPyConnection) -> None:
         """
         CREATE TABLE configurations (
             id VARCHAR PRIMARY KEY,
-            engine VARCHAR NOT NULL,
+            engine VARCHAR,  -- NULL only for imported runs whose file and user left it unknown
             engine_version VARCHAR,
-            model VARCHAR NOT NULL,
-            gpu_type VARCHAR NOT NULL,
-            gpu_count INTEGER NOT NULL,
+            model VARCHAR,
+            gpu_type VARCHAR,
+            gpu_count INTEGER,
             topology JSON NOT NULL,
             server_args JSON NOT NULL,
             environment JSON NOT NULL,
@@ -115,7 +115,7 @@ def _core_tables(con: duckdb.DuckDBPyConnection) -> None:
         CREATE TABLE sweep_points (
             id BIGINT PRIMARY KEY DEFAULT nextval('point_ids'),
             run_id BIGINT NOT NULL,
-            attempt_id BIGINT NOT NULL,
+            attempt_id BIGINT,  -- NULL for imported points: no attempt of ours measured them
             scenario VARCHAR NOT NULL,
             concurrency INTEGER NOT NULL,
             repeat_idx INTEGER NOT NULL,
@@ -208,6 +208,25 @@ def _indexes(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE INDEX attempts_run ON attempts (run_id)")
     con.execute("CREATE INDEX points_run ON sweep_points (run_id)")
     con.execute("CREATE INDEX telemetry_point ON telemetry_summaries (point_id)")
+
+
+@migration(4, "imports: one row per imported file, unique by content hash")
+def _imports(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE SEQUENCE import_ids START 1")
+    con.execute(
+        """
+        CREATE TABLE imports (
+            id BIGINT PRIMARY KEY DEFAULT nextval('import_ids'),
+            sha256 VARCHAR NOT NULL UNIQUE,
+            file_name VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            imported_by VARCHAR NOT NULL,
+            imported_at TIMESTAMP NOT NULL,
+            run_ids JSON NOT NULL,
+            problems JSON NOT NULL
+        )
+        """
+    )
 
 
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:

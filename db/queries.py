@@ -255,3 +255,21 @@ WHERE r.status IN ('succeeded', 'failed', 'cancelled')
 ORDER BY r.id DESC
 LIMIT ?
 """
+
+# --- imports ---------------------------------------------------------------------------
+FIND_IMPORT_BY_HASH = "SELECT id, run_ids FROM imports WHERE sha256 = ?"
+
+INSERT_IMPORTED_RUN = """
+INSERT INTO runs (configuration_id, name, plan, status, priority, source, submitted_by, submitted_at,
+                  idempotency_key, total_points, finished_at, tags)
+VALUES (?, ?, '{}', 'succeeded', 0, 'imported', ?, ?, ?, ?, ?, '[]')
+RETURNING id
+"""
+
+INSERT_IMPORT = """
+INSERT INTO imports (sha256, file_name, kind, imported_by, imported_at, run_ids, problems)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+LIST_IMPORTS = "SELECT * FROM imports ORDER BY id DESC LIMIT ?"

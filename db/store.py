@@ -8,7 +8,7 @@ raises ``LostRace`` so callers cannot mistake "someone else moved it" for succes
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +34,14 @@ from domain.states import (
 
 class LostRace(RuntimeError):
     """A guarded state change matched no row: the row was not in the expected state."""
+
+
+class DuplicateImport(ValueError):
+    """This file (same content hash) was imported already."""
+
+    def __init__(self, run_ids: list[int]):
+        super().__init__(f"already imported as run(s) {', '.join(map(str, run_ids))}")
+        self.run_ids = run_ids
 
 
 class IllegalMove(ValueError):
@@ -347,6 +355,49 @@ class Store:
         with self._read() as con:
             row = con.execute(q.CANCEL_REQUESTED_BY, [run_id]).fetchone()
         return row[0] if row else None
+
+    # --- imports --------------------------------------------------------------------
+    def import_runs(
+        self, *, sha256: str, file_name: str, kind: str, actor: str, configurations: Sequence[dict[str, Any]],
+        points: Iterable[tuple[int, dict[str, Any]]], problems: list[dict[str, Any]],
+    ) -> list[int]:
+        """One import, one transaction: its runs, their points, the import record, the audit
+        row.  A file imported before (same content hash) raises DuplicateImport; any error
+        rolls everything back, so nothing is ever half-imported."""
+        now = utcnow()
+        with self._tx() as con:
+            existing = con.execute(q.FIND_IMPORT_BY_HASH, [sha256]).fetchone()
+            if existing is not None:
+                raise DuplicateImport(json.loads(existing[1]))
+            run_ids = []
+            for index, config in enumerate(configurations):
+                snapshot = {k: config[k] for k in ("engine", "engine_version", "model", "gpu_type", "gpu_count",
+                                                   "topology", "server_args")}
+                config_id = configuration_id({**snapshot, "imported": sha256, "index": index})
+                con.execute(q.INSERT_CONFIGURATION, [
+                    config_id, config["engine"], config["engine_version"], config["model"], config["gpu_type"],
+                    config["gpu_count"], json.dumps(config["topology"]), json.dumps(config["server_args"], default=str),
+                    json.dumps(config["environment"], default=str), None, now, actor,
+                ])
+                name = f"{Path(file_name).stem}#{index + 1}"
+                run_ids.append(int(_one(con.execute(q.INSERT_IMPORTED_RUN, [
+                    config_id, name, actor, now, f"import:{sha256}:{index}", config["points"], now,
+                ]).fetchone())))
+            for run_index, point in points:
+                values = [point["metrics"].get(column) for column in METRIC_COLUMNS]
+                con.execute(q.INSERT_POINT, [
+                    run_ids[run_index], None, point["scenario"], point["concurrency"], point["repeat_idx"],
+                    json.dumps(point["conditions"], default=str), now, now, *values, json.dumps(point["raw"]), "{}",
+                ])
+            con.execute(q.INSERT_IMPORT, [sha256, file_name, kind, actor, now, json.dumps(run_ids),
+                                          json.dumps(problems, default=str)])
+            self._audit(con, actor, "import", run_ids[0] if run_ids else None,
+                        {"file": file_name, "sha256": sha256, "runs": run_ids, "problems": len(problems)})
+        return run_ids
+
+    def list_imports(self, limit: int = 50) -> list[dict[str, Any]]:
+        with self._read() as con:
+            return _rows_as_dicts(con.execute(q.LIST_IMPORTS, [limit]))
 
     # --- runners and schemas ------------------------------------------------------------
     def register_runner(

@@ -10,6 +10,7 @@ Measured and emulated runs do know some things implicitly, written down here:
   ``--dtype`` (``auto`` when unset);
 - ``load_format``: ``--load-format`` (``auto`` when unset; ``dummy`` = random weights);
 - ``network``: ``single-host`` for runs the runner measured on one host.
+Imported runs whose file carried ``server_info`` know their resolved flags as well.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
     conditions = _json(row.get("conditions"), {})
     args = _json(row.get("server_args"), {})
     facts = _json(row.get("startup_facts"), {})
-    measured_here = row.get("source") in ("measured", "emulated")
+    environment = _json(row.get("environment"), {})
+    # Runs we measured know their full flag set; so do imports whose file carried the server's
+    # resolved args (server_info).  Only then is an unset flag known to be at its default.
+    measured_here = row.get("source") in ("measured", "emulated") or (
+        environment.get("provenance", {}).get("server_args") == "file")
     total_in, total_out = _record_totals(row.get("raw_record"))
     gpu_unavailable = row.get("gpu_unavailable")
     out: dict[str, Any] = {

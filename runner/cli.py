@@ -143,6 +143,55 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    """Import bench_serving JSONL or an AIPerf export; what the file does not say, the
+    options state; the rest stays unknown."""
+    from pydantic import ValidationError
+
+    from db import DuplicateImport
+    from db.importing import import_file
+    from domain.importer.conditions import ImportConditions
+
+    gpu_type, gpu_count = _gpu(args.gpu) if args.gpu else (None, None)
+    try:
+        # --sglang-version names the engine too: the pasted flags are then checked against it.
+        engine = args.engine or ("sglang" if args.sglang_version else None)
+        stated = ImportConditions(model=args.model, gpu_type=gpu_type, gpu_count=gpu_count, engine=engine,
+                                  engine_version=args.sglang_version, server_command=args.server_args,
+                                  dataset=args.dataset, warmup=args.warmup)
+    except (ValidationError, ValueError) as exc:
+        print(t("cli.import_bad_statement", args.lang, detail=exc), file=sys.stderr)
+        return EXIT_INVALID
+    path = Path(args.file)
+    if not path.is_file():
+        print(t("cli.cannot_read", args.lang, path=path, detail="no such file"), file=sys.stderr)
+        return EXIT_INVALID
+    store = Store.from_settings(settings)
+    store.migrate()
+    try:
+        result = import_file(store, path, stated, actor=getpass.getuser(), file_name=path.name)
+    except DuplicateImport as exc:
+        print(t("cli.import_duplicate", args.lang, runs=", ".join(map(str, exc.run_ids))), file=sys.stderr)
+        return EXIT_INVALID
+    for problem in result.preview.problems:
+        print(f"  line {problem.line}: {problem.text(args.lang)}", file=sys.stderr)
+    for skipped in result.skipped:
+        print(f"  line {skipped['line']}: {skipped['code']}", file=sys.stderr)
+    print(" ".join(map(str, result.run_ids)))
+    print(t("cli.imported", args.lang, runs=len(result.run_ids), points=result.points), file=sys.stderr)
+    return EXIT_OK if result.run_ids else EXIT_INVALID
+
+
+def _gpu(text: str) -> tuple[str, int]:
+    """``H200x8`` / ``8xH200`` → ("H200", 8)."""
+    parts = text.lower().split("x")
+    if len(parts) == 2 and parts[0].isdigit():
+        return text.split("x", 1)[1] if "x" in text else text, int(parts[0])
+    if len(parts) == 2 and parts[1].isdigit():
+        return text.rsplit("x", 1)[0], int(parts[1])
+    raise argparse.ArgumentTypeError(f"GPU must look like H200x8, got {text!r}")
+
+
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
@@ -178,6 +227,16 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
                      default=None, help="repeatable; default: csv and md")
     exp.add_argument("--out", default=".", help="output directory")
     exp.set_defaults(func=cmd_export)
+    imp = sub.add_parser("import", help="import bench_serving JSONL (any SGLang version) or an AIPerf export")
+    imp.add_argument("file")
+    imp.add_argument("--model", help="the model, if the file does not say")
+    imp.add_argument("--gpu", help="GPU type x count, e.g. H200x8")
+    imp.add_argument("--engine", help="sglang, or another engine name")
+    imp.add_argument("--sglang-version", help="the engine version, e.g. 0.5.23")
+    imp.add_argument("--server-args", help="the server command line, pasted (parsed and validated)")
+    imp.add_argument("--dataset", help="the dataset used")
+    imp.add_argument("--warmup", type=int, help="warmup requests used")
+    imp.set_defaults(func=cmd_import)
     return parser
 
 

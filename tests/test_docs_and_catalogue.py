@@ -39,7 +39,7 @@ def test_catalogue_keys_are_unique_across_files() -> None:
 def test_every_key_used_in_code_exists() -> None:
     used: set[str] = set()
     for path in [ROOT / "app.py", *ROOT.glob("pages/*.py"), *ROOT.glob("runner/**/*.py"), *ROOT.glob("domain/**/*.py")]:
-        used |= set(re.findall(r"""\bt\(\s*["']([a-z_]+\.[a-z0-9_.]+)["']""", path.read_text(encoding="utf-8")))
+        used |= set(re.findall(r"""\bt\(\s*["']([a-z_]+\.[a-z0-9_.]+)["']\s*[,)]""", path.read_text(encoding="utf-8")))
     missing = used - set(catalogue())
     assert not missing, f"keys used but not in the catalogue: {sorted(missing)}"
 
