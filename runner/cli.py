@@ -156,7 +156,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     try:
         # --sglang-version names the engine too: the pasted flags are then checked against it.
         engine = args.engine or ("sglang" if args.sglang_version else None)
-        stated = ImportConditions(model=args.model, gpu_type=gpu_type, gpu_count=gpu_count, engine=engine,
+        stated = ImportConditions(model=args.model, gpu_type=gpu_type, gpu_count=gpu_count,
+                                  engine=engine,  # type: ignore[arg-type]  # argparse choices above
                                   engine_version=args.sglang_version, server_command=args.server_args,
                                   dataset=args.dataset, warmup=args.warmup)
     except (ValidationError, ValueError) as exc:
@@ -231,7 +232,8 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     imp.add_argument("file")
     imp.add_argument("--model", help="the model, if the file does not say")
     imp.add_argument("--gpu", help="GPU type x count, e.g. H200x8")
-    imp.add_argument("--engine", help="sglang, or another engine name")
+    imp.add_argument("--engine", choices=["sglang", "emulator", "vllm", "trt-llm", "dynamo", "other"],
+                     help="the engine, if the file does not say")
     imp.add_argument("--sglang-version", help="the engine version, e.g. 0.5.23")
     imp.add_argument("--server-args", help="the server command line, pasted (parsed and validated)")
     imp.add_argument("--dataset", help="the dataset used")
