@@ -137,3 +137,31 @@ def test_sglang_itself_would_prefix_match_prefill_only_which_is_why_we_refuse_it
     answer = sglang_parser.parse(["--prefill-only"])
     assert answer["ok"] and answer["values"]["prefill_only_disable_kv_cache"] is True
     assert validate_server_args({"prefill-only": True}, PINNED, model_dirs=[]).codes() == ["unknown_flag"]
+
+
+def test_the_runner_launch_command_is_read_exactly_by_sglang(sglang_parser: SglangParser) -> None:
+    """The whole argv the runner launches (its own flags included) through SGLang's parser;
+    every option in it is spelled exactly as the schema does, so prefix matching never
+    has to rescue anything."""
+    from domain.command import server_argv
+    from domain.plan import RunPlan
+    from domain.presets import CONFIG_PRESETS
+
+    options = {name for spec in SCHEMA.specs for name in spec.names}
+    for preset in CONFIG_PRESETS:
+        plan = RunPlan(name="p", engine="sglang", sglang_version=PINNED, model=preset.model.hf_id,
+                       gpu={"type": preset.gpu.key, "count": preset.gpu_count},
+                       server_args=dict(preset.server_args))
+        argv = server_argv(plan, python="python", port=30123, version=PINNED, tokenizer_dir=None)
+        assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+        flags = [token[2:] for token in argv[3:] if token.startswith("--")]
+        assert set(flags) <= options, set(flags) - options
+        answer = sglang_parser.parse(argv[3:])
+        assert answer["ok"], (argv, answer)
+        values = answer["values"]
+        assert (values["model_path"], values["host"], values["port"]) == (preset.model.hf_id, "127.0.0.1", 30123)
+        assert values["enable_metrics"] is True
+        for flag, value in preset.server_args.items():
+            spec = SCHEMA.lookup(flag)
+            assert spec is not None
+            assert values[spec.dest] == json.loads(json.dumps(expected_dest_value(spec, value))), flag

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
 from db import Store
+from tests.conftest import ROOT
 from tests.support.runner_harness import (
     MARK,
     assert_nothing_left,
@@ -158,4 +160,21 @@ def test_warm_stop_finishes_the_point_and_requeues_the_run(store: Store, env: di
     assert store.get_run(run_id)["status"] == "queued"  # another runner takes it up
     points = store.points_of(run_id)
     assert 1 <= len(points) < 3 and all(p["completed"] == p["requested"] for p in points)
+    assert_nothing_left(renv[MARK])
+
+
+def test_a_corrupt_bench_record_is_bad_output_with_the_raw_output_kept(
+    store: Store, env: dict[str, str], tmp_path: Path
+) -> None:
+    wrapper = tmp_path / "corrupting-bench-python"
+    wrapper.write_text(f"#!{ROOT / '.venv-sglang' / 'bin' / 'python'}\n"
+                       + (ROOT / "tests" / "support" / "corrupting_bench.py").read_text(encoding="utf-8"))
+    wrapper.chmod(0o755)
+    run_id, _ = store.submit_run(small_plan(), submitted_by="test")
+    renv = runner_env(env, BENCHDECK_BENCH_PYTHON=str(wrapper), BENCHDECK_MAX_ATTEMPTS="1")
+    assert run_burst(renv) == 0
+    [attempt] = store.attempts_of(run_id)
+    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "bad_output")
+    assert attempt["raw_bench_output"]  # what the client left is kept for a human to read
+    assert store.points_of(run_id) == []  # and no metrics are stored from it
     assert_nothing_left(renv[MARK])
