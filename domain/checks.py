@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.flags.policy import load_policy
 from domain.flags.report import ConfigCheck, check_configuration, format_check_report
 from domain.flags.schema import newest_version
 from domain.i18n import t
@@ -43,6 +44,7 @@ def configuration_check(plan: RunPlan, settings: Settings, host_version: str | N
         plan.server_args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
         gpu_type=plan.gpu.type, gpu_count=plan.gpu.count, input_len=largest.input_len,
         output_len=largest.output_len, concurrency=max(bench.concurrency),
+        policy=load_policy(settings.flag_policy_file),
     )
 
 

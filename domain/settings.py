@@ -40,6 +40,11 @@ class Settings(BaseSettings):
         default_factory=lambda: [PROJECT_ROOT / "data" / "models"],
         description="Directories a model path may resolve into (JSON list).",
     )
+    flag_policy_file: Path | None = Field(
+        default=None,
+        description="Security policy for flags (forbidden flags, allowed hosts); unset = the shipped "
+        "domain/flags/data/policy.yaml. Edited by an administrator on the runner host; shown read-only in the UI.",
+    )
     runner_id: str = Field(default="runner-local", description="Name this runner host claims runs as.")
     runner_gpu_type: str = Field(default="H200", description="GPU type this runner serves (emulated in demo mode).")
     runner_gpu_count: int = Field(default=8, ge=0, description="Number of GPUs this runner serves.")

@@ -21,6 +21,7 @@ from domain.command import command_preview
 from domain.estimate import plan_seconds
 from domain.flags.drift import apply_translations
 from domain.flags.levers import lever_notes, parallelism_glossary
+from domain.flags.policy import DEFAULT_POLICY_PATH
 from domain.flags.schema import FlagSpec, Schema, known_versions, load_schema, version_key
 from domain.i18n import t
 from domain.plan import DEFAULT_CONCURRENCY, QUICK_CONCURRENCY, SCENARIO_PRESETS, RunPlan
@@ -453,3 +454,7 @@ with right:
             st.code(dump_plan(current), language="yaml")
             st.download_button(t("build.download_yaml", lang), dump_plan(current), file_name=f"{current.name}.yaml")
     submit_form(current, may_submit)
+    policy_path = settings.flag_policy_file or DEFAULT_POLICY_PATH
+    with st.expander(t("build.policy", lang)):
+        st.caption(t("build.policy_help", lang, path=str(policy_path)))
+        st.code(policy_path.read_text(encoding="utf-8"), language="yaml")

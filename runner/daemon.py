@@ -30,6 +30,7 @@ from db.store import Claim, ProcessGroup, utcnow
 from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
 from domain.checks import schema_version_for
 from domain.command import server_argv
+from domain.flags.policy import load_policy
 from domain.flags.validate import validate_server_args
 from domain.plan import Point, RunPlan, point_conditions
 from domain.settings import Settings
@@ -314,7 +315,7 @@ class Runner:
     def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
         """The form and the CLI validated already; the runner checks again before launch."""
         report = validate_server_args(plan.server_args, version, model_dirs=self.settings.model_dirs,
-                                      model=plan.model)
+                                      model=plan.model, policy=load_policy(self.settings.flag_policy_file))
         if not report.ok:
             details = "; ".join(issue.message("en") for issue in report.errors)
             raise engine.AttemptFailure(FailureKind.BAD_ARGS, f"flags rejected for SGLang {version}: {details}")
