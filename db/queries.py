@@ -273,3 +273,11 @@ RETURNING id
 """
 
 LIST_IMPORTS = "SELECT * FROM imports ORDER BY id DESC LIMIT ?"
+
+GET_CONFIGURATION = "SELECT * FROM configurations WHERE id = ?"
+
+# Configurations are immutable: filling in an imported run's unknowns makes a new version
+# (parent_id = the old one) and moves the run to it, guarded by the version it had.
+REPOINT_RUN = """
+UPDATE runs SET configuration_id = ? WHERE id = ? AND configuration_id = ? AND source = 'imported' RETURNING id
+"""

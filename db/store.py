@@ -395,6 +395,34 @@ class Store:
                         {"file": file_name, "sha256": sha256, "runs": run_ids, "problems": len(problems)})
         return run_ids
 
+    def fill_in_imported(self, run_id: int, facts: dict[str, Any], *, actor: str) -> str:
+        """Fill unknown facts of an imported run (model, GPU, engine, version) as a new
+        configuration version linked to the old one; returns the new configuration id.
+        Facts the file stated are not overwritten: only NULL (unknown) ones are filled."""
+        fillable = ("engine", "engine_version", "model", "gpu_type", "gpu_count")
+        with self._tx() as con:
+            run = _rows_as_dicts(con.execute(q.GET_RUN, [run_id]))
+            if not run or run[0]["source"] != "imported":
+                raise LostRace(f"run {run_id} is not an imported run")
+            old = _rows_as_dicts(con.execute(q.GET_CONFIGURATION, [run[0]["configuration_id"]]))[0]
+            filled = {k: v for k, v in facts.items() if k in fillable and v is not None and old[k] is None}
+            if not filled:
+                return str(old["id"])
+            environment = json.loads(old["environment"] or "{}")
+            environment.setdefault("provenance", {}).update({k: "user" for k in filled})
+            environment["filled_in_by"] = actor
+            new = {**old, **filled}
+            identity = {k: new[k] for k in (*fillable, "topology", "server_args")}
+            new_id = configuration_id(identity | {"parent": old["id"]})
+            con.execute(q.INSERT_CONFIGURATION, [
+                new_id, new["engine"], new["engine_version"], new["model"], new["gpu_type"], new["gpu_count"],
+                old["topology"], old["server_args"], json.dumps(environment), old["id"], utcnow(), actor,
+            ])
+            if not con.execute(q.REPOINT_RUN, [new_id, run_id, old["id"]]).fetchall():
+                raise LostRace(f"run {run_id} changed while it was being filled in")
+            self._audit(con, actor, "fill_in", run_id, {"from": old["id"], "to": new_id, "filled": filled})
+        return new_id
+
     def list_imports(self, limit: int = 50) -> list[dict[str, Any]]:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.LIST_IMPORTS, [limit]))

@@ -17,6 +17,7 @@ from db import DbBusy, LostRace
 from domain.i18n import t
 from domain.plan import RunPlan
 from domain.plan_io import dump_plan
+from domain.presets import GPUS
 from pages.common import (
     clear_run_caches,
     current_language,
@@ -50,6 +51,8 @@ def _run_id() -> int | None:
 
 
 def actions(run: dict[str, Any]) -> None:
+    if run["source"] == "imported":
+        return  # nothing to cancel, re-run or duplicate: it was measured elsewhere
     c1, c2, c3 = st.columns(3)
     if run["status"] in ("queued", "running") and c1.button(t("runs.cancel", lang), icon=":material/cancel:"):
         try:
@@ -69,6 +72,32 @@ def actions(run: dict[str, Any]) -> None:
         st.switch_page("pages/run.py", query_params={"run": str(new_id)})
     c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
                  query_params={"from_run": str(run["id"])})
+
+
+def fill_in(run: dict[str, Any]) -> None:
+    """An imported run's unknown facts, stated later: a new configuration version."""
+    unknown = [k for k in ("model", "gpu_type", "gpu_count", "engine", "engine_version") if run.get(k) is None]
+    if run["source"] != "imported" or not unknown:
+        return
+    with st.expander(t("run.fill_in", lang, fields=", ".join(unknown))), st.form("run.fill_in"):
+        facts: dict[str, Any] = {}
+        for name in unknown:
+            if name == "gpu_count":
+                facts[name] = st.number_input(name, min_value=1, max_value=512, value=None)
+            elif name == "gpu_type":
+                facts[name] = st.selectbox(name, [None, *GPUS])
+            elif name == "engine":
+                facts[name] = st.selectbox(name, [None, "sglang", "vllm", "trt-llm", "dynamo", "other"])
+            else:
+                facts[name] = st.text_input(name) or None
+        if st.form_submit_button(t("run.fill_in_submit", lang)):
+            try:
+                new_id = store().fill_in_imported(run["id"], facts, actor=current_user())
+            except LostRace:
+                st.warning(t("runs.too_late", lang, run_id=run["id"]))
+            else:
+                st.success(t("run.filled_in", lang, config=new_id))
+                clear_run_caches()
 
 
 def header(run: dict[str, Any]) -> None:
@@ -203,4 +232,5 @@ else:
         st.stop()
     if current is not None:
         actions(current)
+        fill_in(current)
     live(run_id)
