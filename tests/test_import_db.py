@@ -110,13 +110,14 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
 
 
 def test_filling_in_later_makes_a_new_linked_configuration(store: Store) -> None:
-    run_id = import_file(store, FIXTURES / "sglang-0.5.23.jsonl", ImportConditions(), actor="t").run_ids[0]
+    stated = ImportConditions(model="Qwen/Qwen3-30B-A3B")  # the GPU is left unknown at import
+    run_id = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", stated, actor="t").run_ids[0]
     before = store.get_run(run_id)
     new_id = store.fill_in_imported(run_id, {"gpu_type": "H100", "gpu_count": 8, "model": "ignored-if-known"},
                                     actor="alice")
     after = store.get_run(run_id)
     assert new_id != before["configuration_id"] and after["configuration_id"] == new_id
     assert (after["gpu_type"], after["gpu_count"]) == ("H100", 8)
-    assert after["model"] == before["model"] == "Qwen/Qwen3-30B-A3B"  # the file's fact is not overwritten
+    assert after["model"] == before["model"] == "Qwen/Qwen3-30B-A3B"  # a known fact is not overwritten
     [entry] = [e for e in store.audit_entries() if e["action"] == "fill_in"]
     assert entry["actor"] == "alice" and before["configuration_id"] in entry["details"]
