@@ -43,3 +43,15 @@ setup_sglang_env() {
 setup_tokenizer() {
   [ -f data/tokenizer/tokenizer.json ] || .venv/bin/python tools/build_tokenizer.py data/tokenizer
 }
+
+# Japanese text in exported charts (vl-convert) and slides needs a CJK font on the machine.
+CJK_FONT=/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+apt_install() {
+  log "installing Debian packages: $*"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+setup_cjk_font() {
+  [ -f "$CJK_FONT" ] || apt_install fonts-noto-cjk
+}

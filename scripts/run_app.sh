@@ -7,6 +7,7 @@ source "$(dirname "$0")/lib.sh"
 setup_app_env requirements.txt
 setup_sglang_env
 setup_tokenizer
+setup_cjk_font
 mkdir -p data
 log "starting the runner ($([ -n "${BENCHDECK_SGLANG_PYTHON:-}" ] && echo "SGLang: $BENCHDECK_SGLANG_PYTHON" || echo "demo mode: emulator runs only")); log: data/runner.log"
 .venv/bin/python -m runner serve >>data/runner.log 2>&1 &

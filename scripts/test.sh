@@ -8,11 +8,8 @@ setup_tokenizer
 bash scripts/setup_import_fixtures.sh
 # A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
 # Playwright cannot download its own browser here).
-if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -q "Noto Sans CJK"; then
-  log "installing chromium and fonts-noto-cjk"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null
-fi
+[ -x /usr/bin/chromium ] || apt_install chromium
+setup_cjk_font
 log "lint"
 bash scripts/lint.sh
 log "tests"
