@@ -51,9 +51,11 @@ def _run_id() -> int | None:
 
 
 def actions(run: dict[str, Any]) -> None:
+    c1, c2, c3, c4 = st.columns(4)
+    c4.page_link("pages/compare.py", label=t("run.compare", lang), icon=":material/compare_arrows:",
+                 query_params={"baseline": str(run["id"]), "lang": lang})
     if run["source"] == "imported":
         return  # nothing to cancel, re-run or duplicate: it was measured elsewhere
-    c1, c2, c3 = st.columns(3)
     if run["status"] in ("queued", "running") and c1.button(t("runs.cancel", lang), icon=":material/cancel:"):
         try:
             store().cancel_run(run["id"], actor=current_user())
