@@ -89,10 +89,12 @@ def pick(lang: str) -> Selection | None:
     wanted_others = [i for i in _ints(params.get("runs")) if i in label and i != baseline]
     other_options = [i for i in dict.fromkeys(ids + wanted_others) if i != baseline]
     others = c2.multiselect(t("select.others", lang, n=MAX_RUNS), other_options, default=wanted_others,
+                            placeholder=t("select.pick", lang),
                             format_func=lambda i: label[i], max_selections=MAX_RUNS)
     intended = st.multiselect(t("select.intended", lang), [c.name for c in CONDITIONS],
                               default=[c for c in params.get_all("intended") if c in {x.name for x in CONDITIONS}],
-                              format_func=lambda n: condition_label(n, lang), help=t("select.intended_help", lang))
+                              format_func=lambda n: condition_label(n, lang), help=t("select.intended_help", lang),
+                              placeholder=t("select.none", lang))
     sources = {r["source"] for r in runs if r["id"] in [baseline, *others]}
     mixed = "emulated" in sources and len(sources) > 1
     allow_mixed = st.toggle(t("select.allow_mixed", lang), value=params.get("mixed") == "1") if mixed else False
