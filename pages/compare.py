@@ -40,6 +40,11 @@ def config_diff_section(c: Comparison) -> None:
     if diff.empty:
         st.caption(t("compare.no_flag_diff", lang))
     else:
+        diff = diff.assign(run_id=[f"#{r}" for r in diff["run_id"]]).rename(columns={
+            "run_id": t("col.id", lang), "flag": t("compare.diff.flag", lang),
+            "baseline_value": t("compare.diff.baseline", lang), "value": t("compare.diff.value", lang),
+            "differs": t("compare.diff.differs", lang), "layer": t("compare.diff.layer", lang),
+            "risk": t("compare.diff.risk", lang)})
         st.dataframe(diff, hide_index=True, width="stretch")
 
 
@@ -85,7 +90,14 @@ def saturation_section(c: Comparison) -> None:
     if badges.empty:
         st.caption(t("compare.no_badges", lang))
     else:
-        st.dataframe(badges, hide_index=True, width="stretch")
+        shown = pd.DataFrame({
+            t("col.id", lang): [f"#{r}" for r in badges["run_id"]],
+            t("compare.col.scenario", lang): badges["scenario"],
+            t("compare.col.concurrency", lang): badges["concurrency"],
+            t("compare.validity", lang): [", ".join(analysis.badge_label(b, lang) for b in names)
+                                          for names in badges["badges"]],
+        })
+        st.dataframe(shown, hide_index=True, width="stretch")
 
 
 def charts_section(c: Comparison) -> list[tuple[str, Any]]:
