@@ -46,11 +46,12 @@ def conditions_form() -> ImportConditions | None:
         st.markdown(f"**{t('imports.state', lang)}**")
         c1, c2, c3 = st.columns(3)
         model = c1.text_input(t("col.model", lang), placeholder=t("imports.unknown_value", lang))
-        gpu_type = c2.selectbox(t("build.gpu_type", lang), [None, *GPUS], placeholder=t("imports.unknown_value", lang))
+        unknown = t("imports.unknown_value", lang)
+        gpu_type = c2.selectbox(t("build.gpu_type", lang), [None, *GPUS], format_func=lambda v: v or unknown)
         gpu_count = c3.number_input(t("build.gpu_count", lang), min_value=1, max_value=512, value=None,
                                     placeholder=t("imports.unknown_value", lang))
         engine = c1.selectbox(t("build.engine", lang), [None, "sglang", "vllm", "trt-llm", "dynamo", "other"],
-                              placeholder=t("imports.unknown_value", lang))
+                              format_func=lambda v: v or unknown)
         version = c2.text_input(t("imports.engine_version", lang), placeholder=t("imports.unknown_value", lang))
         dataset = c3.text_input(t("build.dataset", lang), placeholder=t("imports.unknown_value", lang))
         warmup = c1.number_input(t("build.warmup", lang), min_value=0, max_value=100_000, value=None,
@@ -93,7 +94,7 @@ for upload in files or []:
     preview = preview_import(io.BytesIO(upload.getvalue()), file_name=upload.name)
     previews.append(preview)
     st.subheader(f"{upload.name} · {t('import.kind.' + preview.source_kind, lang)}")
-    st.caption(t("imports.summary", lang, runs=len(preview.runs), points=preview.points,
+    st.caption(t("imports.summary", lang, runs=len(preview.runs), points=sum(len(r.points) for r in preview.runs),
                  problems=len(preview.problems), sha=preview.sha256[:12]))
     if preview.runs:
         st.dataframe(preview_table(preview), hide_index=True, width="stretch")
