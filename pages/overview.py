@@ -5,7 +5,7 @@ import streamlit as st
 
 from db import DbBusy
 from domain.i18n import t
-from pages.common import cached_counts, cached_runs, current_language, show_busy
+from pages.common import cached_counts, cached_runs, current_language, show_busy, source_label
 
 lang = current_language()
 st.title(t("overview.heading", lang))
@@ -15,9 +15,10 @@ def _runs_frame(runs: list[dict]) -> pd.DataFrame:
     rows = [
         {
             t("col.id", lang): run["id"],
+            t("runs.detail", lang): f"run?run={run['id']}&lang={lang}",
             t("col.name", lang): run["name"],
             t("col.status", lang): t(f"status.{run['status']}", lang),
-            t("col.source", lang): t(f"source.{run['source']}", lang),
+            t("col.source", lang): source_label(run["source"], lang),
             t("col.model", lang): run["model"],
             t("col.gpu", lang): f"{run['gpu_count']}×{run['gpu_type']}",
             t("col.points", lang): f"{run['points_done']}/{run['total_points']}",
@@ -46,7 +47,8 @@ def live_overview() -> None:
     for column, status in zip(columns, ["queued", "running", "succeeded", "failed", "cancelled"], strict=True):
         column.metric(t(f"status.{status}", lang), counts.get(status, 0))
     st.subheader(t("overview.recent", lang))
-    st.dataframe(_runs_frame(runs), hide_index=True, width="stretch")
+    st.dataframe(_runs_frame(runs), hide_index=True, width="stretch", column_config={
+        t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang))})
     if any(run["source"] == "emulated" for run in runs):
         st.caption("⚠️ " + t("overview.emulated_note", lang))
 
