@@ -143,3 +143,25 @@ def test_cancel_queued_and_running(store: Store) -> None:
     with pytest.raises(LostRace):
         store.cancel_run(queued, actor="bob")
     assert [e["actor"] for e in store.audit_entries() if e["action"] == "cancel"] == ["bob", "bob"]
+
+
+def test_readers_let_a_waiting_writer_go_first(store: Store, db_path) -> None:
+    """The file lock is not fair; a waiting writer's fresh marker makes readers hold back
+    (they may still time out as busy), and a stale marker (a writer that died) is ignored."""
+    import os
+
+    from db import DbBusy
+    from db.connection import connect, writer_waiting_path
+
+    marker = writer_waiting_path(db_path)
+    marker.touch()  # fresh: a writer is waiting right now
+    with pytest.raises(DbBusy):
+        with connect(db_path, lock_timeout_s=0.2):
+            pass
+    old = time.time() - 60
+    os.utime(marker, (old, old))  # stale: its writer is gone
+    with connect(db_path, lock_timeout_s=0.2) as con:
+        assert con.execute("SELECT 1").fetchone() == (1,)
+    with connect(db_path, lock_timeout_s=0.2, writer=True):
+        pass
+    assert not marker.exists()  # a writer removes its marker once it has the lock
