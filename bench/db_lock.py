@@ -18,6 +18,7 @@ from pathlib import Path
 
 from db import Store
 from domain.plan import RunPlan
+from domain.quotas import Quotas
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ def reader_writer(db: Path, writes: int = 300, readers: int = 2) -> None:
 
 
 def claim_race(db: Path, runs: int = 400, claimers: int = 8) -> None:
-    store = Store(db)
+    store = Store(db, quotas=Quotas(queued_runs_per_user=runs))  # one user queues them all
     store.migrate()
     plan = RunPlan(name="bench", engine="emulator", model="Qwen/Qwen3-30B-A3B",
                    gpu={"type": "H200", "count": 1})  # type: ignore[arg-type]

@@ -16,6 +16,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 # --- runs ---------------------------------------------------------------------------
 FIND_RUN_BY_IDEMPOTENCY_KEY = "SELECT id FROM runs WHERE idempotency_key = ?"
 
+COUNT_QUEUED_BY_USER = "SELECT count(*) FROM runs WHERE submitted_by = ? AND status = 'queued'"
+
 INSERT_RUN = """
 INSERT INTO runs (configuration_id, name, plan, status, priority, source, submitted_by, submitted_at,
                   idempotency_key, total_points, tags)

@@ -21,6 +21,7 @@ from db.connection import connect, transaction
 from db.migrations import migrate
 from domain.bench_record import METRIC_COLUMNS
 from domain.plan import RunPlan, configuration_id
+from domain.quotas import Quotas
 from domain.settings import Settings
 from domain.states import (
     ACTIVE_ATTEMPT,
@@ -103,13 +104,14 @@ def _rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 class Store:
-    def __init__(self, db_path: Path, *, lock_timeout_s: float = 10.0):
+    def __init__(self, db_path: Path, *, lock_timeout_s: float = 10.0, quotas: Quotas | None = None):
         self.db_path = db_path
         self.lock_timeout_s = lock_timeout_s
+        self.quotas = quotas or Quotas()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Store:
-        return cls(settings.db, lock_timeout_s=settings.lock_timeout_s)
+        return cls(settings.db, lock_timeout_s=settings.lock_timeout_s, quotas=Quotas.from_settings(settings))
 
     def _tx(self) -> Any:
         return transaction(self.db_path, lock_timeout_s=self.lock_timeout_s)
@@ -130,7 +132,8 @@ class Store:
         environment: dict[str, Any] | None = None,
     ) -> tuple[int, bool]:
         """Queue ``plan``; return (run id, created).  A repeated idempotency key returns
-        the first run instead of queueing a second one (double click, refresh)."""
+        the first run instead of queueing a second one (double click, refresh).  Quotas are
+        checked here, in the same transaction, whatever page or command submitted it."""
         snapshot = plan.configuration_snapshot()
         config_id = configuration_id(snapshot)
         now = utcnow()
@@ -140,6 +143,9 @@ class Store:
                 existing = con.execute(q.FIND_RUN_BY_IDEMPOTENCY_KEY, [idempotency_key]).fetchone()
                 if existing:
                     return int(existing[0]), False
+            self.quotas.check_plan(plan)
+            self.quotas.check_queue(int(_one(con.execute(q.COUNT_QUEUED_BY_USER, [submitted_by]).fetchone())),
+                                    submitted_by)
             con.execute(
                 q.INSERT_CONFIGURATION,
                 [

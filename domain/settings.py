@@ -84,6 +84,13 @@ class Settings(BaseSettings):
         default="ttft_p99", description="Compare: the p99 latency the SLA applies to."
     )
     sla_ms: float | None = Field(default=None, gt=0, description="Compare: the p99 SLA in ms; unset = no SLA rule.")
+    quota_queued_runs_per_user: int = Field(default=20, ge=1, description="Quota: queued runs one user may have.")
+    quota_prompts_per_point: int = Field(default=20_000, ge=1, description="Quota: prompts in one sweep point.")
+    quota_points_per_run: int = Field(default=500, ge=1, description="Quota: sweep points in one run.")
+    quota_concurrency: int = Field(default=1024, ge=1, description="Quota: highest concurrency in a plan.")
+    quota_run_hours: float = Field(
+        default=24.0, gt=0, description="Quota: longest estimated run time of one plan (rough estimate, hours)."
+    )
     max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
     max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
     tokenizer_dir: Path = Field(

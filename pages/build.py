@@ -27,6 +27,7 @@ from domain.i18n import t
 from domain.plan import DEFAULT_CONCURRENCY, QUICK_CONCURRENCY, SCENARIO_PRESETS, RunPlan
 from domain.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
 from domain.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset
+from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
 from pages.common import (
     cached_runners,
@@ -397,6 +398,9 @@ def submit_form(plan: RunPlan | None, ok: bool) -> None:
                                              idempotency_key=st.session_state[KEY])
     except DbBusy as exc:
         show_busy(exc)
+        return
+    except QuotaExceeded as exc:
+        st.error(exc.text(lang), icon=":material/block:")
         return
     clear_run_caches()
     st.session_state["run.flash"] = t("queue.queued" if created else "queue.duplicate", lang, run_id=run_id)

@@ -12,6 +12,7 @@ from domain.checks import check_plan
 from domain.i18n import t
 from domain.plan import RunPlan, quick_benchmark
 from domain.plan_io import PlanError, dump_plan, load_plan
+from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
 from pages.common import cached_counts, cached_runs, current_language, current_user, show_busy, store
 
@@ -64,6 +65,8 @@ if submitted:
                 )
             except DbBusy as exc:
                 show_busy(exc)
+            except QuotaExceeded as exc:
+                st.error(exc.text(lang))
             else:
                 cached_runs.clear()
                 cached_counts.clear()

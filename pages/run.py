@@ -18,6 +18,7 @@ from domain.i18n import t
 from domain.plan import RunPlan
 from domain.plan_io import dump_plan
 from domain.presets import GPUS
+from domain.quotas import QuotaExceeded
 from pages.common import (
     clear_run_caches,
     current_language,
@@ -67,7 +68,12 @@ def actions(run: dict[str, Any]) -> None:
         plan = RunPlan.model_validate_json(run["plan"])
         # One re-run per click: the key changes only after a successful submit.
         nonce = st.session_state.setdefault("rerun_nonce", 0)
-        new_id, _ = store().submit_run(plan, submitted_by=current_user(), idempotency_key=f"rerun:{run['id']}:{nonce}")
+        try:
+            new_id, _ = store().submit_run(plan, submitted_by=current_user(),
+                                          idempotency_key=f"rerun:{run['id']}:{nonce}")
+        except QuotaExceeded as exc:
+            st.error(exc.text(lang))
+            return
         st.session_state["rerun_nonce"] = nonce + 1
         store().audit(current_user(), "rerun", new_id, {"of": run["id"]})
         clear_run_caches()

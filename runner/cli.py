@@ -16,6 +16,7 @@ from domain.checks import CheckReport, check_plan
 from domain.i18n import t
 from domain.plan import RunPlan
 from domain.plan_io import PlanError, load_plan
+from domain.quotas import QuotaExceeded
 from domain.settings import Settings, get_settings
 
 EXIT_OK = 0
@@ -68,7 +69,12 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_INVALID
     store = Store.from_settings(settings)
     store.migrate()
-    run_id, created = store.submit_run(plan, submitted_by=getpass.getuser(), idempotency_key=args.idempotency_key)
+    try:
+        run_id, created = store.submit_run(plan, submitted_by=getpass.getuser(),
+                                           idempotency_key=args.idempotency_key)
+    except QuotaExceeded as exc:
+        print(exc.text(args.lang), file=sys.stderr)
+        return EXIT_INVALID
     print(run_id)
     print(t("cli.queued" if created else "cli.already", args.lang, run_id=run_id), file=sys.stderr)
     return EXIT_OK

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from db import Store
+from domain.quotas import Quotas
 from tests.conftest import ROOT
 from tests.plans import minimal_plan
 
@@ -30,7 +31,9 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> str:
 
 
 @pytest.mark.slow
-def test_eight_processes_racing_for_200_runs_claim_each_exactly_once(store: Store, db_path: Path) -> None:
+def test_eight_processes_racing_for_200_runs_claim_each_exactly_once(db_path: Path) -> None:
+    store = Store(db_path, quotas=Quotas(queued_runs_per_user=1000))  # one user queues all 200 here
+    store.migrate()
     plan = minimal_plan()
     for i in range(200):
         store.submit_run(plan, submitted_by="a", idempotency_key=f"k{i}")

@@ -146,3 +146,12 @@ def test_cli_japanese_output(env: dict[str, str], tmp_path: Path) -> None:
 def test_cli_unreadable_file(env: dict[str, str]) -> None:
     result = _cli(env, "check", "/nonexistent/plan.yaml")
     assert result.returncode == 1 and "cannot read" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_submit_over_quota_is_refused_without_a_traceback(env: dict[str, str], tmp_path: Path) -> None:
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text(MINIMAL_PLAN_YAML)
+    env["BENCHDECK_QUOTA_QUEUED_RUNS_PER_USER"] = "1"
+    assert _cli(env, "submit", str(plan_file)).returncode == 0
+    second = _cli(env, "submit", str(plan_file))
+    assert second.returncode == 1 and "Quota exceeded" in second.stderr and "Traceback" not in second.stderr

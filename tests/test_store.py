@@ -165,3 +165,23 @@ def test_readers_let_a_waiting_writer_go_first(store: Store, db_path) -> None:
     with connect(db_path, lock_timeout_s=0.2, writer=True):
         pass
     assert not marker.exists()  # a writer removes its marker once it has the lock
+
+
+def test_quotas_are_enforced_at_submit_with_a_clear_message(db_path) -> None:
+    from domain.quotas import QuotaExceeded, Quotas
+
+    store = Store(db_path, quotas=Quotas(queued_runs_per_user=2, prompts_per_point=100, concurrency=8))
+    store.migrate()
+    store.submit_run(minimal_plan(name="a"), submitted_by="flooder")
+    store.submit_run(minimal_plan(name="b"), submitted_by="flooder")
+    with pytest.raises(QuotaExceeded) as queued:
+        store.submit_run(minimal_plan(name="c"), submitted_by="flooder")
+    assert "flooder already has 2 runs queued (limit 2)" in queued.value.text("en")
+    store.submit_run(minimal_plan(name="d"), submitted_by="someone-else")  # the quota is per user
+    with pytest.raises(QuotaExceeded) as prompts:
+        store.submit_run(minimal_plan(name="e", benchmark={"concurrency": [1, 4], "num_prompts": 1000}),
+                         submitted_by="x")
+    assert "1000 prompts" in prompts.value.text("en") and "プロンプト" in prompts.value.text("ja")
+    with pytest.raises(QuotaExceeded):
+        store.submit_run(minimal_plan(name="f", benchmark={"concurrency": [16]}), submitted_by="x")
+    assert [r["name"] for r in store.list_runs()] == ["d", "b", "a"]  # nothing refused half-exists
