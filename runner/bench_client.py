@@ -170,6 +170,9 @@ class OneShotBenchClient:
     known_flags: set[str] = field(default_factory=set)
     mode: str = "one-process-per-point"
     child: Child | None = None
+    # Called with each point's process as it starts, so its group is recorded with the
+    # attempt and reaped if the runner dies mid-point (as the warm client's is).
+    on_start: Callable[[Child], None] | None = None
 
     def start(self, *, timeout_s: float = 180) -> None:
         self.known_flags = _help_flags(self.python, self.module, self.env, timeout_s)
@@ -181,6 +184,8 @@ class OneShotBenchClient:
         self.child = start_child([str(self.python), "-m", self.module, *argv], log_path=self.log_path, env=self.env)
         deadline = time.monotonic() + timeout_s
         try:
+            if self.on_start is not None:
+                self.on_start(self.child)  # inside the try: a lost lease here still stops the child
             while self.child.alive:
                 if cancelled():
                     raise BenchCancelled("cancelled")

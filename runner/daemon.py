@@ -84,6 +84,7 @@ class AttemptContext:
     client: BenchClient | None = None
     points_done: int = 0
     engine_version: str | None = None  # the SGLang version launched (its flag schema, for the emulator)
+    baseline_gpu_gb: float | None = None  # GPU memory in use before launch; teardown must get back to it
     # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
     stopped_by_runner: bool = False
 
@@ -285,8 +286,7 @@ class Runner:
         self._guard_gpus()
         ctx.move(AttemptStatus.STARTING)
         ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
-        baseline_gb = host.gpu_memory_used_gb(self.nvml)
-        ctx.baseline_gpu_gb = baseline_gb  # type: ignore[attr-defined]
+        ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
         port = pick_free_port(*settings.engine_port_range)
         argv = server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
                                   tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None)
@@ -352,7 +352,9 @@ class Runner:
             finally:
                 if client.child is not None:
                     self._record_group(ctx, client.child.pgid, client.child.started_at, "bench")
-        client = OneShotBenchClient(self.settings.bench_python, log_path, env)
+        client = OneShotBenchClient(self.settings.bench_python, log_path, env,
+                                    on_start=lambda child: self._record_group(ctx, child.pgid, child.started_at,
+                                                                              "bench"))
         try:
             client.start()
         except BenchError as exc:
@@ -440,7 +442,7 @@ class Runner:
             ctx.server.stop(grace)
             if not port_is_free(ctx.server.port):
                 self._mark_unhealthy(f"port {ctx.server.port} still taken after teardown")
-            baseline = getattr(ctx, "baseline_gpu_gb", None)
+            baseline = ctx.baseline_gpu_gb
             now_gb = host.gpu_memory_used_gb(self.nvml)
             if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
                 self._mark_unhealthy(f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
