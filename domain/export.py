@@ -33,6 +33,7 @@ from pptx.util import Inches, Pt
 from domain import analysis, charts, comparability
 from domain.charts import FONT, AnyChart
 from domain.i18n import t
+from domain.settings import Settings
 
 CSV_ENCODING = "utf-8-sig"
 CAVEAT_PREFIX = "# "
@@ -213,6 +214,16 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
         checklist=checklist,
         caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist),
     )
+
+
+def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
+                             settings: Settings, *, intended_to_differ: Collection[str] = frozenset()) -> Comparison:
+    """build_comparison with the saturation rule and p99 SLA taken from the settings, as
+    both the compare page and ``runner export`` use it."""
+    return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
+                            gain_threshold_pct=settings.saturation_gain_pct,
+                            sla_metric=settings.sla_metric if settings.sla_ms else None,
+                            sla_threshold_ms=settings.sla_ms)
 
 
 def standard_charts(c: Comparison) -> list[tuple[str, AnyChart]]:

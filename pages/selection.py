@@ -14,7 +14,7 @@ import streamlit as st
 
 from db import DbBusy
 from domain.comparability import CONDITIONS, condition_label
-from domain.export import Comparison, build_comparison
+from domain.export import Comparison, comparison_with_settings
 from domain.frames import points_frame
 from domain.i18n import t
 from domain.settings import get_settings
@@ -124,10 +124,6 @@ def comparison(selection: Selection, lang: str) -> Comparison | None:
     missing = [r for r in (selection.baseline, *selection.others) if r not in set(frame["run_id"])]
     if missing:
         st.warning(t("select.runs_without_points", lang, runs=", ".join(f"#{r}" for r in missing)))
-    settings = get_settings()
     assert selection.baseline is not None  # noqa: S101 - pick() always sets it
-    return build_comparison(frame, selection.baseline, selection.others, lang,
-                            intended_to_differ=frozenset(selection.intended),
-                            gain_threshold_pct=settings.saturation_gain_pct,
-                            sla_metric=settings.sla_metric if settings.sla_ms else None,
-                            sla_threshold_ms=settings.sla_ms)
+    return comparison_with_settings(frame, selection.baseline, selection.others, lang, get_settings(),
+                                    intended_to_differ=frozenset(selection.intended))

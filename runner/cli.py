@@ -122,11 +122,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if missing:
         print(t("cli.export_missing", args.lang, runs=", ".join(map(str, missing))), file=sys.stderr)
         return EXIT_INVALID
-    c = export.build_comparison(frame, args.baseline, args.runs, args.lang,
-                                intended_to_differ=frozenset(args.intended or []),
-                                gain_threshold_pct=settings.saturation_gain_pct,
-                                sla_metric=settings.sla_metric if settings.sla_ms else None,
-                                sla_threshold_ms=settings.sla_ms)
+    c = export.comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
+                                        intended_to_differ=frozenset(args.intended or []))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))
