@@ -20,6 +20,7 @@ from typing import Literal
 
 from domain.flags.drift import retarget
 from domain.flags.levers import LeverNote, lever_note
+from domain.plan import GpuSpec, RunPlan, quick_benchmark
 
 WeightDtype = Literal["bf16", "fp8"]
 MIB = 1 << 20
@@ -269,3 +270,19 @@ CONFIG_PRESETS: tuple[ConfigPreset, ...] = (
 
 def config_preset(key: str) -> ConfigPreset:
     return next(p for p in CONFIG_PRESETS if p.key == key)
+
+
+def preset_plan(key: str, *, engine: Literal["emulator", "sglang"] = "emulator") -> RunPlan:
+    """A run plan from a preset configuration, with the plan's default benchmark."""
+    preset = config_preset(key)
+    return RunPlan(name=key, engine=engine, sglang_version=PRESET_SGLANG_VERSION, model=preset.model.hf_id,
+                   gpu=GpuSpec(type=preset.gpu.key, count=preset.gpu_count),
+                   server_args=dict(preset.server_args))  # type: ignore[arg-type]
+
+
+def quick_demo_plan(gpu_type: str = "H200") -> RunPlan:
+    """The README demo and the pages' one-click quick preset: Qwen3-30B-A3B on one GPU,
+    128/128 at concurrency 1, 2, 4, 8, on the emulator."""
+    plan = preset_plan("qwen3-30b-bf16-1xh200")
+    return plan.model_copy(update={"name": "quick-demo", "gpu": GpuSpec(type=gpu_type, count=1),
+                                   "benchmark": quick_benchmark()})

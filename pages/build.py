@@ -24,9 +24,9 @@ from domain.flags.levers import lever_notes, parallelism_glossary
 from domain.flags.policy import DEFAULT_POLICY_PATH
 from domain.flags.schema import FlagSpec, Schema, known_versions, load_schema, version_key
 from domain.i18n import t
-from domain.plan import DEFAULT_CONCURRENCY, QUICK_CONCURRENCY, SCENARIO_PRESETS, RunPlan
+from domain.plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
 from domain.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
-from domain.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset
+from domain.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset, preset_plan, quick_demo_plan
 from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
 from pages.common import (
@@ -84,19 +84,6 @@ def _load_plan_into_form(plan: RunPlan, origin: str) -> None:
     _reset_key()
 
 
-def _preset_plan(key: str) -> RunPlan:
-    preset = config_preset(key)
-    return RunPlan(name=key, engine="emulator", sglang_version=PRESET_SGLANG_VERSION, model=preset.model.hf_id,
-                   gpu={"type": preset.gpu.key, "count": preset.gpu_count},  # type: ignore[arg-type]
-                   server_args=dict(preset.server_args))  # type: ignore[arg-type]
-
-
-def _quick_plan() -> RunPlan:
-    plan = _preset_plan("qwen3-30b-bf16-1xh200")
-    return plan.model_copy(update={"name": "quick-demo", "benchmark": plan.benchmark.model_copy(update={
-        "scenarios": [SCENARIO_PRESETS["short"]], "concurrency": list(QUICK_CONCURRENCY)})})
-
-
 # Streamlit drops a widget's state when its page is not shown; these keys are copied aside
 # at the end of every run and restored on the way back, so the draft survives navigation.
 FORM_KEYS = ("b.name", "b.engine", "b.version", "b.model", "b.gpu_type", "b.gpu_custom", "b.gpu_count",
@@ -119,7 +106,7 @@ def _restore_draft() -> None:
 def _init_state() -> None:
     _restore_draft()
     if ARGS not in st.session_state:
-        _load_plan_into_form(_quick_plan(), "quick")
+        _load_plan_into_form(quick_demo_plan(), "quick")
     from_run = st.query_params.get("from_run")
     if from_run and st.session_state.get(LOADED) != f"run:{from_run}":
         try:
@@ -139,10 +126,10 @@ def start_from_section() -> None:
     chosen = c1.selectbox(t("build.preset", lang), options, format_func=lambda k: config_preset(k).name[lang])
     c1.caption(config_preset(chosen).description[lang])
     if c2.button(t("build.load_preset", lang), width="stretch"):
-        _load_plan_into_form(_preset_plan(chosen), f"preset:{chosen}")
+        _load_plan_into_form(preset_plan(chosen), f"preset:{chosen}")
         st.rerun()
     if c2.button(t("build.quick_preset", lang), width="stretch", type="primary"):
-        _load_plan_into_form(_quick_plan(), "quick")
+        _load_plan_into_form(quick_demo_plan(), "quick")
         st.rerun()
     uploaded = c3.file_uploader(t("build.upload", lang), type=["yaml", "yml"])
     if uploaded is not None and st.session_state.get(LOADED) != f"file:{uploaded.file_id}":

@@ -10,8 +10,8 @@ import streamlit as st
 from db import DbBusy
 from domain.checks import check_plan
 from domain.i18n import t
-from domain.plan import RunPlan, quick_benchmark
 from domain.plan_io import PlanError, dump_plan, load_plan
+from domain.presets import quick_demo_plan
 from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
 from pages.common import cached_counts, cached_runs, current_language, current_user, show_busy, store
@@ -25,20 +25,10 @@ st.title(t("queue.heading", lang))
 st.caption(t("queue.help", lang))
 
 
-def _quick_plan_yaml() -> str:
-    plan = RunPlan(
-        name="quick-demo", engine="emulator", model="Qwen/Qwen3-30B-A3B",
-        gpu={"type": settings.runner_gpu_type, "count": 1},  # type: ignore[arg-type]
-        server_args={"max-running-requests": 64, "mem-fraction-static": 0.85},
-        benchmark=quick_benchmark(),
-    )
-    return dump_plan(plan)
-
-
 if SUBMIT_KEY not in st.session_state:
     st.session_state[SUBMIT_KEY] = uuid.uuid4().hex
 if st.button(t("queue.quick", lang)):
-    st.session_state[TEXT_KEY] = _quick_plan_yaml()
+    st.session_state[TEXT_KEY] = dump_plan(quick_demo_plan(settings.runner_gpu_type))
 uploaded = st.file_uploader(t("queue.upload", lang), type=["yaml", "yml"])
 if uploaded is not None:
     st.session_state[TEXT_KEY] = uploaded.getvalue().decode("utf-8", errors="replace")
