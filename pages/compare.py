@@ -48,32 +48,31 @@ def config_diff_section(c: Comparison) -> None:
         st.dataframe(diff, hide_index=True, width="stretch")
 
 
+VERDICT_STYLE = {"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600"}
+
+
 def metrics_section(c: Comparison) -> pd.DataFrame:
     st.subheader(t("compare.metrics", lang))
     table = analysis.wide_table(c.compare, lang)
     verdicts = c.compare.set_index(["scenario", "concurrency", "metric", "run_id"])["verdict"]
-    styled_table = table.style.apply(lambda col: _verdict_colours(col, table, verdicts, c), axis=0)
-    st.dataframe(styled_table, width="stretch")
+    # Column labels → (run, metric), worked out once rather than per styled column.
+    delta_metric = {t("compare.delta_of", lang, metric=analysis.metric_label(m.name, lang)): m.name
+                    for m in analysis.METRICS}
+    run_of_label = {analysis.run_label(r, n, s, lang): r for r, n, s in
+                    zip(c.compare["run_id"], c.compare["run_name"], c.compare["source"], strict=True)}
+
+    def colours(col: pd.Series) -> list[str]:
+        run_label, metric_label = col.name
+        metric = delta_metric.get(metric_label)
+        if metric is None:
+            return [""] * len(col)
+        run_id = run_of_label.get(run_label)
+        return [VERDICT_STYLE.get(str(verdicts.get((scenario, concurrency, metric, run_id))), "")
+                for scenario, concurrency in col.index]
+
+    st.dataframe(table.style.apply(colours, axis=0), width="stretch")
     st.caption(t("compare.noise_note", lang))
     return table
-
-
-def _verdict_colours(col: pd.Series, table: pd.DataFrame, verdicts: pd.Series, c: Comparison) -> list[str]:
-    run_label, metric_label = col.name
-    delta_cols = {t("compare.delta_of", lang, metric=analysis.metric_label(m.name, lang)): m.name
-                  for m in analysis.METRICS}
-    metric = delta_cols.get(metric_label)
-    if metric is None:
-        return [""] * len(col)
-    run_ids = {analysis.run_label(r, n, s, lang): r for r, n, s in
-               zip(c.compare["run_id"], c.compare["run_name"], c.compare["source"], strict=True)}
-    run_id = run_ids.get(run_label)
-    out = []
-    for scenario, concurrency in col.index:
-        verdict = verdicts.get((scenario, concurrency, metric, run_id))
-        out.append({"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600"}
-                   .get(str(verdict), ""))
-    return out
 
 
 def saturation_section(c: Comparison) -> None:
