@@ -91,6 +91,45 @@ class Settings(BaseSettings):
     quota_run_hours: float = Field(
         default=24.0, gt=0, description="Quota: longest estimated run time of one plan (rough estimate, hours)."
     )
+    auth_mode: Literal["local", "proxy", "oidc"] = Field(
+        default="local",
+        description="How the app knows who someone is: local (loopback only, the OS user), proxy (a trusted "
+        "reverse proxy's identity header) or oidc (st.login with [auth] in .streamlit/secrets.toml).",
+    )
+    trusted_proxy_header: str = Field(
+        default="X-Forwarded-Email", description="Header carrying the identity set by the trusted proxy."
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or CIDR networks of the reverse proxies whose identity header is believed (JSON list).",
+    )
+    allow_unauthenticated_network: bool = Field(
+        default=False,
+        description="Let the app listen on a non-loopback address in local mode (anyone who reaches it acts as "
+        "the OS user). Off: the app refuses to start that way.",
+    )
+    admins: list[str] = Field(
+        default_factory=list, description="Identities (or @domain) with the admin role (JSON list)."
+    )
+    operators: list[str] = Field(
+        default_factory=list, description="Identities (or @domain) with the operator role (JSON list)."
+    )
+    viewers: list[str] = Field(
+        default_factory=list, description="Identities (or @domain) with the viewer role (JSON list)."
+    )
+    default_role: Literal["none", "viewer"] = Field(
+        default="none", description="Role of an authenticated identity on no allowlist: none = no access."
+    )
+    local_role: Literal["viewer", "operator", "admin"] = Field(
+        default="admin",
+        description="Role of the OS user in local mode and of the runner host's shell user in the CLI.",
+    )
+    server_log_max_mb: float = Field(
+        default=200.0, gt=0, description="Size at which an engine server log is rotated (MiB)."
+    )
+    server_log_backups: int = Field(
+        default=3, ge=0, description="Rotated server log files kept per attempt beside the live one."
+    )
     max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
     max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
     tokenizer_dir: Path = Field(
