@@ -6,27 +6,38 @@ db/ and domain/ return; they never start processes.
 
 import streamlit as st
 
+from domain.access import Action, permits
 from domain.i18n import t
-from pages.common import current_language, current_user, language_switch
+from pages.auth import gate
+from pages.common import current_language, language_switch
 
 st.set_page_config(page_title="benchdeck", page_icon=":material/monitoring:", layout="wide")
 
 language_switch()
 lang = current_language()
-st.sidebar.caption(t("app.identity_local", lang, user=current_user()))
+actor = gate(lang)  # stops here, with the reason, for a session without identity or role
+may_write = permits(actor, Action.SUBMIT)
 
+# Pages follow the role: viewers get no pages whose only purpose is to write, admins get
+# the audit log.  db/ still checks every write.
 pages = {
     t("nav.section_run", lang): [
         st.Page("pages/overview.py", title=t("nav.overview", lang), icon=":material/home:", default=True),
         st.Page("pages/build.py", title=t("nav.build", lang), icon=":material/add_circle:"),
         st.Page("pages/runs.py", title=t("nav.runs_page", lang), icon=":material/list:"),
         st.Page("pages/run.py", title=t("nav.run_detail", lang), icon=":material/description:"),
-        st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/upload_file:"),
+        *([st.Page("pages/queue_plan.py", title=t("nav.queue_plan", lang), icon=":material/upload_file:")]
+          if may_write else []),
     ],
     t("nav.section_analyse", lang): [
         st.Page("pages/compare.py", title=t("nav.compare", lang), icon=":material/compare_arrows:"),
         st.Page("pages/checklist.py", title=t("nav.checklist", lang), icon=":material/checklist:"),
-        st.Page("pages/imports.py", title=t("nav.imports", lang), icon=":material/upload:"),
+        *([st.Page("pages/imports.py", title=t("nav.imports", lang), icon=":material/upload:")]
+          if may_write else []),
     ],
 }
+if permits(actor, Action.VIEW_AUDIT):
+    pages[t("nav.section_admin", lang)] = [
+        st.Page("pages/audit.py", title=t("nav.audit", lang), icon=":material/policy:"),
+    ]
 st.navigation(pages).run()

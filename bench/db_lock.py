@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from db import Store
+from domain.access import Actor, Role
 from domain.plan import RunPlan
 from domain.quotas import Quotas
 
@@ -63,7 +64,7 @@ def claim_race(db: Path, runs: int = 400, claimers: int = 8) -> None:
     plan = RunPlan(name="bench", engine="emulator", model="Qwen/Qwen3-30B-A3B",
                    gpu={"type": "H200", "count": 1})  # type: ignore[arg-type]
     for i in range(runs):
-        store.submit_run(plan, submitted_by="bench", idempotency_key=f"k{i}")
+        store.submit_run(plan, submitted_by=Actor("bench", Role.OPERATOR, via="bench"), idempotency_key=f"k{i}")
     start = time.perf_counter()
     procs = [_spawn("claim", db, f"c{i}") for i in range(claimers)]
     won = [_collect(p) for p in procs]

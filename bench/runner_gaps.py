@@ -34,6 +34,7 @@ from typing import Any
 import psutil
 
 from db import Store
+from domain.access import Actor, Role
 from domain.plan_io import plan_from_mapping
 from runner.process import pick_free_port, start_child, stop_group
 from runner.telemetry import Sampler, read_server_metrics
@@ -54,7 +55,7 @@ def _sweep(tmp: Path, mode: str, prompts_per_slot: int) -> list[dict[str, Any]]:
     db = tmp / f"{mode}.duckdb"
     store = Store(db)
     store.migrate()
-    run_id, _ = store.submit_run(_plan(prompts_per_slot), submitted_by="bench")
+    run_id, _ = store.submit_run(_plan(prompts_per_slot), submitted_by=Actor("bench", Role.OPERATOR, via="bench"))
     env = dict(os.environ, BENCHDECK_DB=str(db), BENCHDECK_WORK_DIR=str(tmp / f"runs-{mode}"),
                BENCHDECK_BENCH_MODE=mode, BENCHDECK_RUNNER_ID=f"bench-{mode}", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "runner", "work", "--burst"], cwd=ROOT, env=env,

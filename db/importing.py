@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from db.store import Store
+from domain.access import Actor
 from domain.import_records import configuration_for, point_values
 from domain.importer import ImportPreview, iter_point_rows, preview_import
 from domain.importer.conditions import ImportConditions, RunStatement, preview_statements
@@ -34,7 +35,7 @@ def _points(source: Path | BinaryIO, preview: ImportPreview, statements: list[Ru
         yield row.run_index, values
 
 
-def import_file(store: Store, source: Path | BinaryIO, stated: ImportConditions, *, actor: str,
+def import_file(store: Store, source: Path | BinaryIO, stated: ImportConditions, *, actor: Actor,
                 file_name: str | None = None, preview: ImportPreview | None = None) -> ImportResult:
     preview = preview or preview_import(source, file_name=file_name)
     statements = preview_statements(preview, stated)

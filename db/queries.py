@@ -126,7 +126,19 @@ INSERT_AUDIT = """
 INSERT INTO audit_log (logged_at, actor, action, run_id, details) VALUES (?, ?, ?, ?, ?)
 """
 
-LIST_AUDIT = "SELECT id, logged_at, actor, action, run_id, details FROM audit_log ORDER BY id DESC LIMIT ?"
+# Filters are optional: a NULL parameter matches every row (one query, no SQL built from input).
+SEARCH_AUDIT = """
+SELECT id, logged_at, actor, action, run_id, details FROM audit_log
+WHERE (?::VARCHAR IS NULL OR action = ?)
+  AND (?::VARCHAR IS NULL OR actor ILIKE '%' || ? || '%')
+  AND (?::BIGINT IS NULL OR run_id = ?)
+  AND (?::TIMESTAMP IS NULL OR logged_at >= ?)
+ORDER BY id DESC LIMIT ?
+"""
+
+AUDIT_ACTIONS = "SELECT DISTINCT action FROM audit_log ORDER BY action"
+
+RUN_OWNER = "SELECT submitted_by, source FROM runs WHERE id = ?"
 
 TABLE_NAMES = "SELECT table_name FROM information_schema.tables ORDER BY table_name"
 

@@ -19,6 +19,7 @@ import duckdb
 from db import queries as q
 from db.connection import connect, transaction
 from db.migrations import migrate
+from domain.access import Action, Actor, require
 from domain.bench_record import METRIC_COLUMNS
 from domain.plan import RunPlan, configuration_id
 from domain.quotas import Quotas
@@ -127,42 +128,50 @@ class Store:
         self,
         plan: RunPlan,
         *,
-        submitted_by: str,
+        submitted_by: Actor,
         idempotency_key: str | None = None,
         environment: dict[str, Any] | None = None,
+        rerun_of: int | None = None,
     ) -> tuple[int, bool]:
         """Queue ``plan``; return (run id, created).  A repeated idempotency key returns
-        the first run instead of queueing a second one (double click, refresh).  Quotas are
-        checked here, in the same transaction, whatever page or command submitted it."""
+        the first run instead of queueing a second one (double click, refresh).  The role
+        and the quotas are checked here, in the same transaction, whatever page or command
+        submitted it; ``rerun_of`` also needs the right to re-run that run."""
         snapshot = plan.configuration_snapshot()
         config_id = configuration_id(snapshot)
         now = utcnow()
         source = "emulated" if plan.engine == "emulator" else "measured"
+        user = submitted_by.name
         with self._tx() as con:
+            require(submitted_by, Action.SUBMIT)
+            if rerun_of is not None:
+                require(submitted_by, Action.RERUN, owner=self._owner(con, rerun_of), run_id=rerun_of)
             if idempotency_key is not None:
                 existing = con.execute(q.FIND_RUN_BY_IDEMPOTENCY_KEY, [idempotency_key]).fetchone()
                 if existing:
                     return int(existing[0]), False
             self.quotas.check_plan(plan)
-            self.quotas.check_queue(int(_one(con.execute(q.COUNT_QUEUED_BY_USER, [submitted_by]).fetchone())),
-                                    submitted_by)
+            self.quotas.check_queue(int(_one(con.execute(q.COUNT_QUEUED_BY_USER, [user]).fetchone())), user)
             con.execute(
                 q.INSERT_CONFIGURATION,
                 [
                     config_id, plan.engine, plan.sglang_version, plan.model, plan.gpu.type, plan.gpu.count,
                     json.dumps(snapshot["topology"]), json.dumps(snapshot["server_args"]),
-                    json.dumps(environment or {}), None, now, submitted_by,
+                    json.dumps(environment or {}), None, now, user,
                 ],
             )
             row = con.execute(
                 q.INSERT_RUN,
                 [
-                    config_id, plan.name, plan.model_dump_json(), plan.priority, source, submitted_by, now,
+                    config_id, plan.name, plan.model_dump_json(), plan.priority, source, user, now,
                     idempotency_key, len(plan.points()), json.dumps(plan.tags),
                 ],
             ).fetchone()
             run_id = int(_one(row))
-            self._audit(con, submitted_by, "submit", run_id, {"configuration_id": config_id, "name": plan.name})
+            details: dict[str, Any] = {"configuration_id": config_id, "name": plan.name}
+            if rerun_of is not None:
+                details["rerun_of"] = rerun_of
+            self._audit_by(con, submitted_by, "rerun" if rerun_of is not None else "submit", run_id, details)
         return run_id, True
 
     # --- claiming -------------------------------------------------------------------
@@ -295,14 +304,15 @@ class Store:
                     expired.append(ExpiredAttempt(int(attempt_id), int(run_id), _groups(pgids)))
         return expired
 
-    def cancel_run(self, run_id: int, *, actor: str) -> RunStatus:
+    def cancel_run(self, run_id: int, *, actor: Actor) -> RunStatus:
         """Cancel a queued run at once; for a running one, ask its runner to stop."""
         with self._tx() as con:
+            require(actor, Action.CANCEL, owner=self._owner(con, run_id), run_id=run_id)
             if con.execute(q.FINISH_RUN, [RunStatus.CANCELLED, utcnow(), run_id, RunStatus.QUEUED]).fetchall():
-                self._audit(con, actor, "cancel", run_id, {"was": "queued"})
+                self._audit_by(con, actor, "cancel", run_id, {"was": "queued"})
                 return RunStatus.CANCELLED
-            if con.execute(q.REQUEST_CANCEL, [actor, run_id]).fetchall():
-                self._audit(con, actor, "cancel", run_id, {"was": "running"})
+            if con.execute(q.REQUEST_CANCEL, [actor.name, run_id]).fetchall():
+                self._audit_by(con, actor, "cancel", run_id, {"was": "running"})
                 return RunStatus.RUNNING
         raise LostRace(f"run {run_id} is neither queued nor running")
 
@@ -364,14 +374,16 @@ class Store:
 
     # --- imports --------------------------------------------------------------------
     def import_runs(
-        self, *, sha256: str, file_name: str, kind: str, actor: str, configurations: Sequence[dict[str, Any]],
+        self, *, sha256: str, file_name: str, kind: str, actor: Actor, configurations: Sequence[dict[str, Any]],
         points: Iterable[tuple[int, dict[str, Any]]], problems: list[dict[str, Any]],
     ) -> list[int]:
         """One import, one transaction: its runs, their points, the import record, the audit
         row.  A file imported before (same content hash) raises DuplicateImport; any error
         rolls everything back, so nothing is ever half-imported."""
         now = utcnow()
+        user = actor.name
         with self._tx() as con:
+            require(actor, Action.IMPORT)
             existing = con.execute(q.FIND_IMPORT_BY_HASH, [sha256]).fetchone()
             if existing is not None:
                 raise DuplicateImport(json.loads(existing[1]))
@@ -383,11 +395,11 @@ class Store:
                 con.execute(q.INSERT_CONFIGURATION, [
                     config_id, config["engine"], config["engine_version"], config["model"], config["gpu_type"],
                     config["gpu_count"], json.dumps(config["topology"]), json.dumps(config["server_args"], default=str),
-                    json.dumps(config["environment"], default=str), None, now, actor,
+                    json.dumps(config["environment"], default=str), None, now, user,
                 ])
                 name = f"{Path(file_name).stem}#{index + 1}"
                 run_ids.append(int(_one(con.execute(q.INSERT_IMPORTED_RUN, [
-                    config_id, name, actor, now, f"import:{sha256}:{index}", config["points"], now,
+                    config_id, name, user, now, f"import:{sha256}:{index}", config["points"], now,
                 ]).fetchone())))
             for run_index, point in points:
                 values = [point["metrics"].get(column) for column in METRIC_COLUMNS]
@@ -395,18 +407,19 @@ class Store:
                     run_ids[run_index], None, point["scenario"], point["concurrency"], point["repeat_idx"],
                     json.dumps(point["conditions"], default=str), now, now, *values, json.dumps(point["raw"]), "{}",
                 ])
-            con.execute(q.INSERT_IMPORT, [sha256, file_name, kind, actor, now, json.dumps(run_ids),
+            con.execute(q.INSERT_IMPORT, [sha256, file_name, kind, user, now, json.dumps(run_ids),
                                           json.dumps(problems, default=str)])
-            self._audit(con, actor, "import", run_ids[0] if run_ids else None,
+            self._audit_by(con, actor, "import", run_ids[0] if run_ids else None,
                         {"file": file_name, "sha256": sha256, "runs": run_ids, "problems": len(problems)})
         return run_ids
 
-    def fill_in_imported(self, run_id: int, facts: dict[str, Any], *, actor: str) -> str:
+    def fill_in_imported(self, run_id: int, facts: dict[str, Any], *, actor: Actor) -> str:
         """Fill unknown facts of an imported run (model, GPU, engine, version) as a new
         configuration version linked to the old one; returns the new configuration id.
         Facts the file stated are not overwritten: only NULL (unknown) ones are filled."""
         fillable = ("engine", "engine_version", "model", "gpu_type", "gpu_count")
         with self._tx() as con:
+            require(actor, Action.FILL_IN, owner=self._owner(con, run_id), run_id=run_id)
             run = _rows_as_dicts(con.execute(q.GET_RUN, [run_id]))
             if not run or run[0]["source"] != "imported":
                 raise LostRace(f"run {run_id} is not an imported run")
@@ -416,17 +429,17 @@ class Store:
                 return str(old["id"])
             environment = json.loads(old["environment"] or "{}")
             environment.setdefault("provenance", {}).update({k: "user" for k in filled})
-            environment["filled_in_by"] = actor
+            environment["filled_in_by"] = actor.name
             new = {**old, **filled}
             identity = {k: new[k] for k in (*fillable, "topology", "server_args")}
             new_id = configuration_id(identity | {"parent": old["id"]})
             con.execute(q.INSERT_CONFIGURATION, [
                 new_id, new["engine"], new["engine_version"], new["model"], new["gpu_type"], new["gpu_count"],
-                old["topology"], old["server_args"], json.dumps(environment), old["id"], utcnow(), actor,
+                old["topology"], old["server_args"], json.dumps(environment), old["id"], utcnow(), actor.name,
             ])
             if not con.execute(q.REPOINT_RUN, [new_id, run_id, old["id"]]).fetchall():
                 raise LostRace(f"run {run_id} changed while it was being filled in")
-            self._audit(con, actor, "fill_in", run_id, {"from": old["id"], "to": new_id, "filled": filled})
+            self._audit_by(con, actor, "fill_in", run_id, {"from": old["id"], "to": new_id, "filled": filled})
         return new_id
 
     def list_imports(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -459,12 +472,13 @@ class Store:
         with self._read() as con:
             return _rows_as_dicts(con.execute(q.LIST_SCHEMA_VERSIONS))
 
-    def set_priority(self, run_id: int, priority: int, *, actor: str) -> None:
-        """Re-prioritise a queued run (a running one has already been claimed)."""
+    def set_priority(self, run_id: int, priority: int, *, actor: Actor) -> None:
+        """Re-prioritise a queued run (a running one has already been claimed).  Admins only."""
         with self._tx() as con:
+            require(actor, Action.PRIORITY, run_id=run_id)
             if not con.execute(q.SET_PRIORITY, [priority, run_id]).fetchall():
                 raise LostRace(f"run {run_id} is not queued")
-            self._audit(con, actor, "priority", run_id, {"priority": priority})
+            self._audit_by(con, actor, "priority", run_id, {"priority": priority})
 
     # --- reading --------------------------------------------------------------------
     def points_of(self, run_id: int) -> list[dict[str, Any]]:
@@ -501,9 +515,20 @@ class Store:
         with self._read() as con:
             return {status: int(n) for status, n in con.execute(q.COUNT_RUNS_BY_STATUS).fetchall()}
 
-    def audit_entries(self, limit: int = 200) -> list[dict[str, Any]]:
+    def audit_entries(
+        self, *, reader: Actor, action: str | None = None, actor: str | None = None, run_id: int | None = None,
+        since: datetime | None = None, limit: int = 200,
+    ) -> list[dict[str, Any]]:
+        """The audit log, newest first, filtered; only admins may read it."""
+        require(reader, Action.VIEW_AUDIT)
+        params = [action, action, actor, actor, run_id, run_id, since, since, limit]
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.LIST_AUDIT, [limit]))
+            return _rows_as_dicts(con.execute(q.SEARCH_AUDIT, params))
+
+    def audit_actions(self, *, reader: Actor) -> list[str]:
+        require(reader, Action.VIEW_AUDIT)
+        with self._read() as con:
+            return [r[0] for r in con.execute(q.AUDIT_ACTIONS).fetchall()]
 
     # --- audit ----------------------------------------------------------------------
     @staticmethod
@@ -512,7 +537,22 @@ class Store:
     ) -> None:
         con.execute(q.INSERT_AUDIT, [utcnow(), actor, action, run_id, json.dumps(details, default=str)])
 
+    @classmethod
+    def _audit_by(
+        cls, con: duckdb.DuckDBPyConnection, actor: Actor, action: str, run_id: int | None, details: dict[str, Any]
+    ) -> None:
+        """An audit row for a person's action: how they were identified and their role go with it."""
+        cls._audit(con, actor.name, action, run_id, {**details, "role": actor.role, "via": actor.via})
+
+    @staticmethod
+    def _owner(con: duckdb.DuckDBPyConnection, run_id: int) -> str | None:
+        row = con.execute(q.RUN_OWNER, [run_id]).fetchone()
+        if row is None:
+            raise LostRace(f"run {run_id} does not exist")
+        return str(row[0])
+
     def audit(self, actor: str, action: str, run_id: int | None, details: dict[str, Any]) -> None:
+        """A system event (the runner's launch, a policy change): ``actor`` names the process."""
         with self._tx() as con:
             self._audit(con, actor, action, run_id, details)
 

@@ -18,6 +18,7 @@ OIDC and the proxy only say who someone is.  Roles come from the allowlists in s
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -172,3 +173,9 @@ def startup_refusal(
             "BENCHDECK_ALLOW_UNAUTHENTICATED_NETWORK=true to accept that anyone who can reach it acts as you"
         )
     return None
+
+
+def local_actor(local_role: str, *, via: str) -> Actor:
+    """The OS user running this process: the identity in local mode and in the CLI, where
+    whoever has a shell on the runner host could reach the processes anyway."""
+    return Actor(getpass.getuser(), Role(local_role), via=via)

@@ -16,6 +16,7 @@ import streamlit as st
 import yaml
 
 from db import DbBusy
+from domain.access import Action, PermissionDenied
 from domain.checks import check_plan, schema_version_for
 from domain.command import command_preview
 from domain.estimate import plan_seconds
@@ -29,12 +30,13 @@ from domain.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
 from domain.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset, preset_plan, quick_demo_plan
 from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
+from pages.auth import can, current_actor
 from pages.common import (
     cached_runners,
     clear_run_caches,
     current_language,
-    current_user,
     show_busy,
+    show_denied,
     store,
 )
 
@@ -374,17 +376,24 @@ def _risk_badges(config: Any) -> None:
 def submit_form(plan: RunPlan | None, ok: bool) -> None:
     with st.form("build.submit"):
         st.text_input(t("build.tags", lang), key="b.tags")
-        submitted = st.form_submit_button(t("build.submit", lang), type="primary", disabled=plan is None)
+        allowed = can(Action.SUBMIT)
+        submitted = st.form_submit_button(t("build.submit", lang), type="primary",
+                                          disabled=plan is None or not allowed)
+        if not allowed:
+            st.caption(t("auth.viewer_cannot_queue", lang))
     if not submitted or plan is None:
         return
     if not ok:
         st.error(t("build.refused", lang))
         return
     try:
-        run_id, created = store().submit_run(plan, submitted_by=current_user(),
+        run_id, created = store().submit_run(plan, submitted_by=current_actor(),
                                              idempotency_key=st.session_state[KEY])
     except DbBusy as exc:
         show_busy(exc)
+        return
+    except PermissionDenied as exc:
+        show_denied(exc, lang)
         return
     except QuotaExceeded as exc:
         st.error(exc.text(lang), icon=":material/block:")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 import streamlit as st
 
 from db import DbBusy, Store
+from domain.access import PermissionDenied
 from domain.i18n import LANGUAGES, t
 from domain.settings import get_settings
 
@@ -44,8 +44,9 @@ def language_switch() -> None:
     )
 
 
-def current_user() -> str:
-    return getpass.getuser()
+def show_denied(exc: PermissionDenied, lang: str) -> None:
+    """db/ refused a write for this role: say so (a stale page may still show the button)."""
+    st.error(t("auth.denied", lang, detail=str(exc)), icon=":material/lock:")
 
 
 @st.cache_resource

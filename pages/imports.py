@@ -14,11 +14,13 @@ from pydantic import ValidationError
 
 from db import DbBusy, DuplicateImport
 from db.importing import import_file
+from domain.access import PermissionDenied
 from domain.i18n import t
 from domain.importer import ImportPreview, preview_import
 from domain.importer.conditions import ImportConditions
 from domain.presets import GPUS
-from pages.common import clear_run_caches, current_language, current_user, show_busy, store
+from pages.auth import current_actor
+from pages.common import clear_run_caches, current_language, show_busy, show_denied, store
 
 lang = current_language()
 st.title(t("imports.title", lang))
@@ -73,13 +75,16 @@ def conditions_form() -> ImportConditions | None:
 def do_import(files: list[Any], previews: list[ImportPreview], stated: ImportConditions) -> None:
     for upload, preview in zip(files, previews, strict=True):
         try:
-            result = import_file(store(), io.BytesIO(upload.getvalue()), stated, actor=current_user(),
+            result = import_file(store(), io.BytesIO(upload.getvalue()), stated, actor=current_actor(),
                                  file_name=upload.name, preview=preview)
         except DuplicateImport as exc:
             st.warning(t("imports.duplicate", lang, file=upload.name, runs=", ".join(f"#{r}" for r in exc.run_ids)))
             continue
         except DbBusy as exc:
             show_busy(exc)
+            return
+        except PermissionDenied as exc:
+            show_denied(exc, lang)
             return
         clear_run_caches()
         st.success(t("imports.done", lang, file=upload.name, runs=", ".join(f"#{r}" for r in result.run_ids),

@@ -8,13 +8,15 @@ import uuid
 import streamlit as st
 
 from db import DbBusy
+from domain.access import PermissionDenied
 from domain.checks import check_plan
 from domain.i18n import t
 from domain.plan_io import PlanError, dump_plan, load_plan
 from domain.presets import quick_demo_plan
 from domain.quotas import QuotaExceeded
 from domain.settings import get_settings
-from pages.common import cached_counts, cached_runs, current_language, current_user, show_busy, store
+from pages.auth import current_actor
+from pages.common import cached_counts, cached_runs, current_language, show_busy, show_denied, store
 
 lang = current_language()
 settings = get_settings()
@@ -51,10 +53,12 @@ if submitted:
         else:
             try:
                 run_id, created = store().submit_run(
-                    plan, submitted_by=current_user(), idempotency_key=st.session_state[SUBMIT_KEY]
+                    plan, submitted_by=current_actor(), idempotency_key=st.session_state[SUBMIT_KEY]
                 )
             except DbBusy as exc:
                 show_busy(exc)
+            except PermissionDenied as exc:
+                show_denied(exc, lang)
             except QuotaExceeded as exc:
                 st.error(exc.text(lang))
             else:

@@ -14,16 +14,18 @@ import pyarrow.parquet as pq
 import streamlit as st
 
 from db import DbBusy, LostRace
+from domain.access import Action, PermissionDenied
 from domain.i18n import t
 from domain.plan import RunPlan
 from domain.plan_io import dump_plan
 from domain.presets import GPUS
 from domain.quotas import QuotaExceeded
+from pages.auth import can, current_actor
 from pages.common import (
     clear_run_caches,
     current_language,
-    current_user,
     show_busy,
+    show_denied,
     source_label,
     store,
 )
@@ -57,25 +59,33 @@ def actions(run: dict[str, Any]) -> None:
                  query_params={"baseline": str(run["id"]), "lang": lang})
     if run["source"] == "imported":
         return  # nothing to cancel, re-run or duplicate: it was measured elsewhere
-    if run["status"] in ("queued", "running") and c1.button(t("runs.cancel", lang), icon=":material/cancel:"):
+    owner = run["submitted_by"]
+    if not can(Action.CANCEL, owner=owner) and not can(Action.RERUN, owner=owner):
+        c1.caption(t("auth.only_own_runs", lang))
+    if (run["status"] in ("queued", "running") and can(Action.CANCEL, owner=owner)
+            and c1.button(t("runs.cancel", lang), icon=":material/cancel:")):
         try:
-            store().cancel_run(run["id"], actor=current_user())
+            store().cancel_run(run["id"], actor=current_actor())
             st.toast(t("runs.cancel_requested", lang, run_id=run["id"]))
         except LostRace:
             st.warning(t("runs.too_late", lang, run_id=run["id"]))
+        except PermissionDenied as exc:
+            show_denied(exc, lang)
         clear_run_caches()
-    if c2.button(t("run.rerun", lang), icon=":material/replay:"):
+    if can(Action.RERUN, owner=owner) and c2.button(t("run.rerun", lang), icon=":material/replay:"):
         plan = RunPlan.model_validate_json(run["plan"])
         # One re-run per click: the key changes only after a successful submit.
         nonce = st.session_state.setdefault("rerun_nonce", 0)
         try:
-            new_id, _ = store().submit_run(plan, submitted_by=current_user(),
+            new_id, _ = store().submit_run(plan, submitted_by=current_actor(), rerun_of=run["id"],
                                           idempotency_key=f"rerun:{run['id']}:{nonce}")
         except QuotaExceeded as exc:
             st.error(exc.text(lang))
             return
+        except PermissionDenied as exc:
+            show_denied(exc, lang)
+            return
         st.session_state["rerun_nonce"] = nonce + 1
-        store().audit(current_user(), "rerun", new_id, {"of": run["id"]})
         clear_run_caches()
         st.switch_page("pages/run.py", query_params={"run": str(new_id)})
     c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
@@ -85,7 +95,7 @@ def actions(run: dict[str, Any]) -> None:
 def fill_in(run: dict[str, Any]) -> None:
     """An imported run's unknown facts, stated later: a new configuration version."""
     unknown = [k for k in ("model", "gpu_type", "gpu_count", "engine", "engine_version") if run.get(k) is None]
-    if run["source"] != "imported" or not unknown:
+    if run["source"] != "imported" or not unknown or not can(Action.FILL_IN, owner=run["submitted_by"]):
         return
     with st.expander(t("run.fill_in", lang, fields=", ".join(unknown))), st.form("run.fill_in"):
         facts: dict[str, Any] = {}
@@ -100,9 +110,11 @@ def fill_in(run: dict[str, Any]) -> None:
                 facts[name] = st.text_input(name) or None
         if st.form_submit_button(t("run.fill_in_submit", lang)):
             try:
-                new_id = store().fill_in_imported(run["id"], facts, actor=current_user())
+                new_id = store().fill_in_imported(run["id"], facts, actor=current_actor())
             except LostRace:
                 st.warning(t("runs.too_late", lang, run_id=run["id"]))
+            except PermissionDenied as exc:
+                show_denied(exc, lang)
             else:
                 st.success(t("run.filled_in", lang, config=new_id))
                 clear_run_caches()

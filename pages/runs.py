@@ -11,18 +11,20 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy, LostRace
+from domain.access import Action, PermissionDenied
 from domain.estimate import eta_from_progress, plan_seconds
 from domain.i18n import t
 from domain.plan import RunPlan
 from domain.settings import get_settings
+from pages.auth import can, current_actor
 from pages.common import (
     cached_runners,
     cached_runs,
     clear_run_caches,
     current_language,
-    current_user,
     fmt_duration,
     show_busy,
+    show_denied,
     source_label,
     store,
 )
@@ -61,26 +63,35 @@ def queue_frame(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def queue_actions(runs: list[dict[str, Any]]) -> None:
-    active = [r for r in runs if r["status"] in ("queued", "running")]
+    """Cancel and re-prioritise, offered only on the runs this user's role may touch
+    (db/ checks the role again on the write)."""
+    active = [r for r in runs if r["status"] in ("queued", "running")
+              and can(Action.CANCEL, owner=r["submitted_by"])]
     if not active:
+        if not can(Action.SUBMIT):
+            st.caption(t("auth.viewer_cannot_queue", lang))
         return
+    may_prioritise = can(Action.PRIORITY)
     with st.form("runs.actions"):
         c1, c2, c3 = st.columns([2, 1, 1])
         run_id = c1.selectbox(t("runs.pick_run", lang), [r["id"] for r in active],
                               format_func=lambda i: next(f"#{r['id']} {r['name']} ({t('status.' + r['status'], lang)})"
                                                          for r in active if r["id"] == i))
-        priority = c2.number_input(t("col.priority", lang), min_value=-100, max_value=100, value=0)
+        priority = (c2.number_input(t("col.priority", lang), min_value=-100, max_value=100, value=0)
+                    if may_prioritise else 0)
         cancel = c3.form_submit_button(t("runs.cancel", lang), type="secondary")
-        reprioritise = c3.form_submit_button(t("runs.reprioritise", lang))
+        reprioritise = c3.form_submit_button(t("runs.reprioritise", lang)) if may_prioritise else False
     try:
         if cancel:
-            store().cancel_run(int(run_id), actor=current_user())
+            store().cancel_run(int(run_id), actor=current_actor())
             st.toast(t("runs.cancel_requested", lang, run_id=run_id))
         elif reprioritise:
-            store().set_priority(int(run_id), int(priority), actor=current_user())
+            store().set_priority(int(run_id), int(priority), actor=current_actor())
             st.toast(t("runs.priority_set", lang, run_id=run_id, priority=priority))
     except LostRace:
         st.warning(t("runs.too_late", lang, run_id=run_id))
+    except PermissionDenied as exc:
+        show_denied(exc, lang)
     except DbBusy as exc:
         show_busy(exc)
     if cancel or reprioritise:

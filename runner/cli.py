@@ -1,4 +1,4 @@
-"""``python -m runner``: submit, check, status, and the daemon (serve, work --burst).
+"""``python -m runner``: submit, check, status, the daemon (serve, work --burst), backup and restore.
 
 Every user error ends in a readable message and exit 1, never a traceback.
 """
@@ -6,12 +6,12 @@ Every user error ends in a readable message and exit 1, never a traceback.
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from db import DbBusy, Store
+from domain.access import local_actor
 from domain.checks import CheckReport, check_plan
 from domain.i18n import t
 from domain.plan import RunPlan
@@ -70,7 +70,7 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     store = Store.from_settings(settings)
     store.migrate()
     try:
-        run_id, created = store.submit_run(plan, submitted_by=getpass.getuser(),
+        run_id, created = store.submit_run(plan, submitted_by=local_actor(settings.local_role, via="cli"),
                                            idempotency_key=args.idempotency_key)
     except QuotaExceeded as exc:
         print(exc.text(args.lang), file=sys.stderr)
@@ -173,7 +173,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     store = Store.from_settings(settings)
     store.migrate()
     try:
-        result = import_file(store, path, stated, actor=getpass.getuser(), file_name=path.name)
+        result = import_file(store, path, stated, actor=local_actor(settings.local_role, via="cli"),
+                             file_name=path.name)
     except DuplicateImport as exc:
         print(t("cli.import_duplicate", args.lang, runs=", ".join(map(str, exc.run_ids))), file=sys.stderr)
         return EXIT_INVALID
@@ -184,6 +185,74 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     print(" ".join(map(str, result.run_ids)))
     print(t("cli.imported", args.lang, runs=len(result.run_ids), points=result.points), file=sys.stderr)
     return EXIT_OK if result.run_ids else EXIT_INVALID
+
+
+# Backup/restore messages, ja/en.  They belong in the string catalogue (domain/i18n/); they
+# live here until an ops.yaml is added there, with these keys prefixed "cli.ops_".
+_OPS_TEXT: dict[str, dict[str, str]] = {
+    "backup_done": {"ja": "バックアップを書きました: {path}({mb:.1f} MB、{seconds:.2f} 秒、ロック保持 {held:.2f} 秒)",
+                    "en": "backup written: {path} ({mb:.1f} MB in {seconds:.2f} s, lock held {held:.2f} s)"},
+    "restore_done": {"ja": "{src} から復元しました。以前のファイル: {kept}",
+                     "en": "restored from {src}; the previous file is kept as {kept}"},
+    "no_database": {"ja": "データベースファイルがありません: {path}", "en": "no database file at {path}"},
+    "dest_exists": {"ja": "{path} は既にあります(上書きするには --force)",
+                    "en": "{path} exists already (--force to overwrite it)"},
+    "no_source": {"ja": "バックアップファイルがありません: {path}", "en": "no backup file at {path}"},
+    "not_a_database": {"ja": "{path} は DuckDB ファイルとして開けません: {detail}",
+                       "en": "{path} does not open as a DuckDB file: {detail}"},
+    "no_schema": {"ja": "{path} は benchdeck のデータベースではありません(schema_migrations がない)",
+                  "en": "{path} is not a benchdeck database (no schema_migrations)"},
+    "newer_schema": {"ja": "{path} はこのコードより新しいスキーマです({detail})。先にコードを更新してください",
+                     "en": "{path} has a newer schema than this code ({detail}); upgrade the code first"},
+    "runner_live": {"ja": "稼働中のランナーがあります: {runners}(直近 {window_s:.0f} 秒のハートビートかリース)。"
+                          "ランナーを止めてから再実行するか --force",
+                    "en": "a runner is live: {runners} (heartbeat or lease within {window_s:.0f} s); "
+                          "stop it and try again, or --force"},
+    "current_unreadable": {"ja": "現在のデータベースを開けないため稼働中のランナーを確認できません: {detail}"
+                                 "(--force で置き換え)",
+                           "en": "the current database does not open, so live runners cannot be checked: {detail} "
+                                 "(--force replaces it)"},
+}
+
+
+def _ops(key: str, lang: str, **params: object) -> str:
+    text = _OPS_TEXT.get(key, {}).get(lang if lang in ("ja", "en") else "en")
+    return text.format(**params) if text else f"{key}: {params.get('detail', '')}"
+
+
+def _print_counts(counts: dict[str, int]) -> None:
+    for table, rows in counts.items():
+        print(f"  {table:<22} {rows:>10}")
+
+
+def cmd_backup(args: argparse.Namespace, settings: Settings) -> int:
+    """A consistent copy of the DB while the runner keeps writing (db/backup.py says how)."""
+    from db.backup import BackupError, backup
+
+    try:
+        report = backup(settings.db, Path(args.dest), lock_timeout_s=settings.lock_timeout_s, force=args.force)
+    except BackupError as exc:
+        print(_ops(exc.reason, args.lang, detail=exc.detail, **exc.params), file=sys.stderr)
+        return EXIT_INVALID
+    print(_ops("backup_done", args.lang, path=report.path, mb=report.size_bytes / 1e6, seconds=report.seconds,
+               held=report.lock_held_s))
+    _print_counts(report.row_counts)
+    return EXIT_OK
+
+
+def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
+    """Replace the DB with a backup; refused while a runner heartbeats or holds a lease."""
+    from db.backup import BackupError, restore
+
+    try:
+        report = restore(settings.db, Path(args.src), lock_timeout_s=settings.lock_timeout_s,
+                         live_window_s=settings.lease_s, force=args.force)
+    except BackupError as exc:
+        print(_ops(exc.reason, args.lang, detail=exc.detail, **exc.params), file=sys.stderr)
+        return EXIT_INVALID
+    print(_ops("restore_done", args.lang, src=args.src, kept=report.kept or "-"))
+    _print_counts(report.row_counts)
+    return EXIT_OK
 
 
 def _gpu(text: str) -> tuple[str, int]:
@@ -242,7 +311,19 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     imp.add_argument("--dataset", help="the dataset used")
     imp.add_argument("--warmup", type=int, help="warmup requests used")
     imp.set_defaults(func=cmd_import)
+    _add_ops_commands(sub)
     return parser
+
+
+def _add_ops_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bak = sub.add_parser("backup", help="write a consistent, verified copy of the DB (safe while the runner runs)")
+    bak.add_argument("dest", help="the backup file to write")
+    bak.add_argument("--force", action="store_true", help="overwrite DEST if it exists")
+    bak.set_defaults(func=cmd_backup)
+    res = sub.add_parser("restore", help="replace the DB with a backup; the old file is kept beside it")
+    res.add_argument("src", help="a backup written by `backup`")
+    res.add_argument("--force", action="store_true", help="restore even though a runner looks live")
+    res.set_defaults(func=cmd_restore)
 
 
 def _id_list(text: str) -> list[int]:

@@ -1,24 +1,88 @@
-"""Start the Streamlit app with the legacy ``pages/`` auto-discovery switched off.
+"""Start the Streamlit app safely: refuse an unauthenticated network listener, trust no
+forwarding header the app did not ask for, and switch off legacy ``pages/`` discovery.
 
-app.py routes with ``st.navigation``.  Streamlit still treats a folder named ``pages/``
-beside the main script as a v1 multipage app until the first ``st.navigation`` call of
-the process, so the very first visitor of a deep link (a shared comparison URL, say)
-would get the raw page script without app.py's frame, or a "Page not found" dialog.
-Clearing the flag before the server starts makes every request go through app.py.
-``tests/test_browser_app.py`` opens a deep link first, so an upgrade that changes this fails there.
+- **Start-up rule** (domain/access.py ``startup_refusal``): listening on a non-loopback
+  address needs OIDC or a trusted proxy, unless BENCHDECK_ALLOW_UNAUTHENTICATED_NETWORK
+  says otherwise.  Exits with status 2 and the reason.
+- **Forwarding headers:** Streamlit serves through uvicorn, which by default believes
+  ``X-Forwarded-For`` from 127.0.0.1 and rewrites the peer address.  Anyone on the host
+  could then claim to be the trusted proxy.  ``FORWARDED_ALLOW_IPS`` is set to empty so
+  the address the app sees is the TCP peer; proxy mode checks that address itself.
+- **Legacy pages:** app.py routes with ``st.navigation``.  Streamlit still treats a folder
+  named ``pages/`` beside the main script as a v1 multipage app until the first
+  ``st.navigation`` call of the process, so the very first visitor of a deep link would get
+  the raw page script.  Clearing the flag before the server starts makes every request go
+  through app.py (``tests/test_browser_app.py`` opens a deep link first).
 
 Usage: python scripts/serve_app.py [streamlit run options...]
 """
 
+import os
 import sys
+import tomllib
 from pathlib import Path
 
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.web import cli
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-PagesManager.uses_pages_directory = False
+from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
+from streamlit.web import cli  # noqa: E402
+
+from domain.access import startup_refusal  # noqa: E402
+from domain.settings import get_settings  # noqa: E402
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` in streamlit's own arguments."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _config_value(section: str, key: str) -> object:
+    path = ROOT / ".streamlit" / "config.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8")).get(section, {}).get(key) if path.exists() else None
+
+
+def bind_address(args: list[str]) -> str:
+    """Where Streamlit will listen: argument, then environment, then config.toml; empty
+    means every address (Streamlit's own default)."""
+    value = _option(args, "--server.address") or os.environ.get("STREAMLIT_SERVER_ADDRESS")
+    return str(value if value is not None else _config_value("server", "address") or "")
+
+
+def has_oidc_secrets(args: list[str]) -> bool:
+    files = _option(args, "--secrets.files")
+    candidates = [Path(f) for f in files.split(",")] if files else [
+        Path.home() / ".streamlit" / "secrets.toml", Path.cwd() / ".streamlit" / "secrets.toml",
+    ]
+    for path in candidates:
+        try:
+            if "auth" in tomllib.loads(path.read_text(encoding="utf-8")):
+                return True
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+    return False
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    settings = get_settings()
+    refusal = startup_refusal(
+        mode=settings.auth_mode, address=bind_address(args), has_oidc_secrets=has_oidc_secrets(args),
+        trusted_proxies=settings.trusted_proxies, allow_open_network=settings.allow_unauthenticated_network,
+    )
+    if refusal:
+        print(f"benchdeck: {refusal}", file=sys.stderr)
+        return 2
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
+    PagesManager.uses_pages_directory = False
+    sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *args]
+    return int(cli.main() or 0)
+
 
 if __name__ == "__main__":
-    app = str(Path(__file__).resolve().parent.parent / "app.py")
-    sys.argv = ["streamlit", "run", app, *sys.argv[1:]]
-    sys.exit(cli.main())
+    sys.exit(main())

@@ -14,6 +14,7 @@ from playwright.sync_api import Page, expect
 from pptx import Presentation
 
 from db import Store
+from tests.support.actors import operator
 from tests.support.app_server import ARTIFACTS, running_app, screenshot
 from tests.support.runner_harness import run_burst, runner_env, small_plan
 
@@ -27,11 +28,11 @@ def _bench(output_len: int) -> dict[str, object]:
 
 @pytest.fixture
 def three_runs(store: Store, env: dict[str, str]) -> dict[str, str]:
-    store.submit_run(small_plan(name="base", benchmark=_bench(32)), submitted_by="t")
+    store.submit_run(small_plan(name="base", benchmark=_bench(32)), submitted_by=operator("t"))
     store.submit_run(small_plan(name="more-running", benchmark=_bench(32),
                                 server_args={"max-running-requests": 8, "mem-fraction-static": 0.85}),
-                     submitted_by="t")
-    store.submit_run(small_plan(name="longer-osl", benchmark=_bench(48)), submitted_by="t")
+                     submitted_by=operator("t"))
+    store.submit_run(small_plan(name="longer-osl", benchmark=_bench(48)), submitted_by=operator("t"))
     renv = runner_env(env)
     assert run_burst(renv) == 0
     assert [r["status"] for r in store.list_runs()] == ["succeeded"] * 3

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from db import Store
+from tests.support.actors import operator
 from tests.support.app_server import running_app, screenshot
 from tests.support.runner_harness import (
     runner_env,
@@ -104,7 +105,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         long_plan = small_plan(name="long", benchmark={
             "scenarios": [{"name": "s", "input_len": 64, "output_len": 256}],
             "concurrency": [1, 2, 4, 8], "num_prompts": "4x", "warmup": "1x"})
-        second, _ = store.submit_run(long_plan, submitted_by="test")
+        second, _ = store.submit_run(long_plan, submitted_by=operator("test"))
         runner = start_runner(renv, "--burst")
         wait_for(lambda: len(store.points_of(second)) >= 1, 120, "the first point of the second run")
         page.goto(f"{url}/run?run={second}")

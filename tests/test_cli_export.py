@@ -17,10 +17,11 @@ from domain.plan import point_conditions
 from domain.states import AttemptStatus
 from tests.conftest import ROOT
 from tests.plans import minimal_plan
+from tests.support.actors import operator
 
 
 def _measured_run(store: Store, name: str, throughput: float) -> int:
-    run_id, _ = store.submit_run(minimal_plan(name=name), submitted_by="t")
+    run_id, _ = store.submit_run(minimal_plan(name=name), submitted_by=operator("t"))
     claim = store.claim_next(RunnerCapabilities("r", "H200", 8, None), lease_s=60)
     store.move_attempt(claim.attempt_id, "r", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
     store.move_attempt(claim.attempt_id, "r", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)

@@ -15,6 +15,7 @@ from db import Store
 from domain.quotas import Quotas
 from tests.conftest import ROOT
 from tests.plans import minimal_plan
+from tests.support.actors import admin, operator
 
 
 def _worker(mode: str, db: Path, *args: str) -> subprocess.Popen[str]:
@@ -36,7 +37,7 @@ def test_eight_processes_racing_for_200_runs_claim_each_exactly_once(db_path: Pa
     store.migrate()
     plan = minimal_plan()
     for i in range(200):
-        store.submit_run(plan, submitted_by="a", idempotency_key=f"k{i}")
+        store.submit_run(plan, submitted_by=operator("a"), idempotency_key=f"k{i}")
     workers = [_worker("claim", db_path, f"r{i}") for i in range(8)]
     won = [json.loads(_finish(w)) for w in workers]
     claimed = [run_id for ids in won for run_id in ids]
@@ -56,7 +57,7 @@ def test_ui_reader_and_runner_writer_hammering_the_lock(store: Store, db_path: P
     assert all(s["errors"] == 0 for s in stats), stats  # nothing but "busy" may reach a reader
     assert all(s["reads"] > 0 for s in stats)
     assert len(latencies) == writes
-    ticks = [e for e in store.audit_entries(limit=1000) if e["action"] == "tick"]
+    ticks = [e for e in store.audit_entries(reader=admin(), limit=1000) if e["action"] == "tick"]
     assert len(ticks) == writes  # no write lost
 
 
@@ -67,5 +68,5 @@ def test_kill_9_mid_transaction_leaves_nothing_behind(store: Store, db_path: Pat
     assert proc.stdout.readline().strip() == "inside"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    actions = [e["action"] for e in store.audit_entries(limit=1000)]
+    actions = [e["action"] for e in store.audit_entries(reader=admin(), limit=1000)]
     assert actions == ["kept"]  # the committed row survives; the killed transaction is wholly absent

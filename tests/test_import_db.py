@@ -17,6 +17,7 @@ from domain.comparability import comparability_matrix, comparability_summary
 from domain.frames import points_frame
 from domain.importer.conditions import ImportConditions
 from tests.conftest import ROOT
+from tests.support.actors import admin, operator
 from tests.support.runner_harness import run_burst, runner_env, small_plan
 from tools.make_import_fixtures import ensure_fixtures
 
@@ -44,7 +45,7 @@ def test_cli_import_then_duplicate(env: dict[str, str], db_path: Path) -> None:
     store = Store(db_path)
     assert len(store.list_runs()) == 2 and len(store.list_imports()) == 1
     assert all(r["source"] == "imported" for r in store.list_runs())
-    assert [e["action"] for e in store.audit_entries()] == ["import"]
+    assert [e["action"] for e in store.audit_entries(reader=admin())] == ["import"]
 
 
 def test_bad_statement_imports_nothing(env: dict[str, str], db_path: Path) -> None:
@@ -55,7 +56,7 @@ def test_bad_statement_imports_nothing(env: dict[str, str], db_path: Path) -> No
 
 
 def test_unknowns_stay_unknown(store: Store) -> None:
-    result = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", ImportConditions(), actor="t")
+    result = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", ImportConditions(), actor=operator("t"))
     frame = points_frame(store.points_for_comparison(result.run_ids))
     assert frame["gpu_type"].isna().all() or frame["gpu_type"].iloc[0] is None
     assert frame["warmup"].isna().all() and frame["seed"].isna().all()
@@ -63,9 +64,9 @@ def test_unknowns_stay_unknown(store: Store) -> None:
 
 def test_one_file_is_one_transaction(store: Store) -> None:
     source = FIXTURES / "sglang-0.5.23.jsonl"
-    import_file(store, source, ImportConditions(), actor="t")
+    import_file(store, source, ImportConditions(), actor=operator("t"))
     with pytest.raises(DuplicateImport):
-        import_file(store, source, ImportConditions(), actor="t")
+        import_file(store, source, ImportConditions(), actor=operator("t"))
     assert len(store.list_runs()) == 2  # the refused second import left nothing
 
 
@@ -74,10 +75,10 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     store.submit_run(small_plan(name="emulated", benchmark={
         "scenarios": [{"name": "in64-out32", "input_len": 64, "output_len": 32}],
-        "concurrency": [1, 2, 4], "num_prompts": "3x", "warmup": "1x"}), submitted_by="t")
+        "concurrency": [1, 2, 4], "num_prompts": "3x", "warmup": "1x"}), submitted_by=operator("t"))
     assert run_burst(runner_env(env)) == 0
     [imported, _] = import_file(store, FIXTURES / "sglang-0.5.23.jsonl",
-                                ImportConditions(gpu_type="H200", gpu_count=1), actor="t").run_ids
+                                ImportConditions(gpu_type="H200", gpu_count=1), actor=operator("t")).run_ids
     frame = points_frame(store.points_for_comparison([1, imported]))
     matrix = comparability_matrix(frame, 1, [imported])
     states = dict(zip(matrix["condition"], matrix["state"], strict=True))
@@ -111,13 +112,13 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
 
 def test_filling_in_later_makes_a_new_linked_configuration(store: Store) -> None:
     stated = ImportConditions(model="Qwen/Qwen3-30B-A3B")  # the GPU is left unknown at import
-    run_id = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", stated, actor="t").run_ids[0]
+    run_id = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", stated, actor=operator("t")).run_ids[0]
     before = store.get_run(run_id)
     new_id = store.fill_in_imported(run_id, {"gpu_type": "H100", "gpu_count": 8, "model": "ignored-if-known"},
-                                    actor="alice")
+                                    actor=admin("alice"))
     after = store.get_run(run_id)
     assert new_id != before["configuration_id"] and after["configuration_id"] == new_id
     assert (after["gpu_type"], after["gpu_count"]) == ("H100", 8)
     assert after["model"] == before["model"] == "Qwen/Qwen3-30B-A3B"  # a known fact is not overwritten
-    [entry] = [e for e in store.audit_entries() if e["action"] == "fill_in"]
+    [entry] = [e for e in store.audit_entries(reader=admin()) if e["action"] == "fill_in"]
     assert entry["actor"] == "alice" and before["configuration_id"] in entry["details"]

@@ -14,6 +14,7 @@ from db import Store
 from db.connection import lock_path_for
 from domain.settings import get_settings
 from tests.conftest import ROOT
+from tests.support.actors import admin
 
 APP = str(ROOT / "app.py")
 
@@ -72,7 +73,7 @@ def test_submit_is_idempotent_per_form_instance(app_env: Path) -> None:
     at.session_state["build.idempotency_key"] = "one-form"  # the same submission arriving twice
     _submit(at)
     assert [r["id"] for r in Store(app_env).list_runs()] == [1]
-    entries = Store(app_env).audit_entries()
+    entries = Store(app_env).audit_entries(reader=admin())
     assert [e["action"] for e in entries] == ["submit"] and entries[0]["actor"]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from db import Store
 from tests.conftest import ROOT
+from tests.support.actors import admin, operator
 from tests.support.runner_harness import (
     MARK,
     assert_nothing_left,
@@ -33,7 +34,7 @@ def test_two_scenarios_by_three_concurrencies_complete(store: Store, env: dict[s
                       {"name": "longout", "input_len": 32, "output_len": 64}],
         "concurrency": [1, 2, 4], "num_prompts": "3x", "warmup": "1x",
     })
-    run_id, _ = store.submit_run(plan, submitted_by="test")
+    run_id, _ = store.submit_run(plan, submitted_by=operator("test"))
     renv = runner_env(env)
     assert run_burst(renv) == 0
     run = store.get_run(run_id)
@@ -69,7 +70,7 @@ def test_two_scenarios_by_three_concurrencies_complete(store: Store, env: dict[s
 def test_out_of_memory_fails_as_oom_and_is_not_retried(store: Store, env: dict[str, str]) -> None:
     plan = small_plan(model="Qwen/Qwen3-235B-A22B", gpu={"type": "H100", "count": 1},
                       server_args={"mem-fraction-static": 0.5})
-    run_id, _ = store.submit_run(plan, submitted_by="test")
+    run_id, _ = store.submit_run(plan, submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_RUNNER_GPU_TYPE="H100")
     assert run_burst(renv) == 0
     attempts = store.attempts_of(run_id)
@@ -80,7 +81,7 @@ def test_out_of_memory_fails_as_oom_and_is_not_retried(store: Store, env: dict[s
 
 
 def test_server_dying_mid_point_is_a_server_crash(store: Store, env: dict[str, str]) -> None:
-    run_id, _ = store.submit_run(small_plan(), submitted_by="test")
+    run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="crash-after-requests=4", BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
@@ -90,7 +91,7 @@ def test_server_dying_mid_point_is_a_server_crash(store: Store, env: dict[str, s
 
 
 def test_a_server_that_never_becomes_ready_times_out(store: Store, env: dict[str, str]) -> None:
-    run_id, _ = store.submit_run(small_plan(), submitted_by="test")
+    run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="never-ready", BENCHDECK_STARTUP_TIMEOUT_S="4",
                       BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
@@ -103,7 +104,7 @@ def test_a_server_that_never_becomes_ready_times_out(store: Store, env: dict[str
 def test_kill_9_of_the_runner_mid_point_is_runner_lost_and_cleaned_up(store: Store, env: dict[str, str]) -> None:
     plan = small_plan(benchmark={"scenarios": [{"name": "s", "input_len": 64, "output_len": 256}],
                                  "concurrency": [1, 2], "num_prompts": "4x", "warmup": "1x"})
-    run_id, _ = store.submit_run(plan, submitted_by="test")
+    run_id, _ = store.submit_run(plan, submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_MAX_ATTEMPTS="1")
     proc = start_runner(renv, "--burst")
     wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
@@ -123,11 +124,11 @@ def test_kill_9_of_the_runner_mid_point_is_runner_lost_and_cleaned_up(store: Sto
 def test_cancel_while_benchmarking_stops_the_sweep(store: Store, env: dict[str, str]) -> None:
     plan = small_plan(benchmark={"scenarios": [{"name": "s", "input_len": 64, "output_len": 128}],
                                  "concurrency": [1, 2, 4, 8], "num_prompts": "4x", "warmup": "1x"})
-    run_id, _ = store.submit_run(plan, submitted_by="test")
+    run_id, _ = store.submit_run(plan, submitted_by=operator("test"))
     renv = runner_env(env)
     proc = start_runner(renv, "--burst")
     wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
-    store.cancel_run(run_id, actor="bob")
+    store.cancel_run(run_id, actor=admin("bob"))
     assert proc.wait(timeout=60) == 0
     assert store.get_run(run_id)["status"] == "cancelled"
     assert [a["status"] for a in store.attempts_of(run_id)] == ["cancelled"]
@@ -136,11 +137,11 @@ def test_cancel_while_benchmarking_stops_the_sweep(store: Store, env: dict[str, 
 
 
 def test_cancel_while_starting(store: Store, env: dict[str, str]) -> None:
-    run_id, _ = store.submit_run(small_plan(), submitted_by="test")
+    run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="never-ready")
     proc = start_runner(renv, "--burst")
     wait_for(lambda: attempt_status(store, run_id) == "starting", 60, "starting")
-    store.cancel_run(run_id, actor="bob")
+    store.cancel_run(run_id, actor=admin("bob"))
     assert proc.wait(timeout=60) == 0
     assert store.get_run(run_id)["status"] == "cancelled"
     assert_nothing_left(renv[MARK])
@@ -149,7 +150,7 @@ def test_cancel_while_starting(store: Store, env: dict[str, str]) -> None:
 def test_warm_stop_finishes_the_point_and_requeues_the_run(store: Store, env: dict[str, str]) -> None:
     plan = small_plan(benchmark={"scenarios": [{"name": "s", "input_len": 64, "output_len": 128}],
                                  "concurrency": [1, 2, 4], "num_prompts": "4x", "warmup": "1x"})
-    run_id, _ = store.submit_run(plan, submitted_by="test")
+    run_id, _ = store.submit_run(plan, submitted_by=operator("test"))
     renv = runner_env(env)
     proc = start_runner(renv)  # serve-like: no --burst
     wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
@@ -170,7 +171,7 @@ def test_a_corrupt_bench_record_is_bad_output_with_the_raw_output_kept(
     wrapper.write_text(f"#!{ROOT / '.venv-sglang' / 'bin' / 'python'}\n"
                        + (ROOT / "tests" / "support" / "corrupting_bench.py").read_text(encoding="utf-8"))
     wrapper.chmod(0o755)
-    run_id, _ = store.submit_run(small_plan(), submitted_by="test")
+    run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
     renv = runner_env(env, BENCHDECK_BENCH_PYTHON=str(wrapper), BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)

@@ -9,12 +9,13 @@ import pytest
 from db import IllegalMove, LostRace, RunnerCapabilities, Store
 from domain.states import AttemptStatus, FailureKind, RunStatus
 from tests.plans import minimal_plan
+from tests.support.actors import admin, operator
 
 CAPS = RunnerCapabilities("r1", "H200", 8, None)
 
 
 def _claimed(store: Store):
-    store.submit_run(minimal_plan(), submitted_by="alice")
+    store.submit_run(minimal_plan(), submitted_by=operator("alice"))
     claim = store.claim_next(CAPS, lease_s=60)
     assert claim is not None
     return claim
@@ -27,12 +28,12 @@ def test_migrations_are_recorded_once(store: Store) -> None:
 
 
 def test_submit_is_idempotent_per_key(store: Store) -> None:
-    first = store.submit_run(minimal_plan(), submitted_by="alice", idempotency_key="k")
-    second = store.submit_run(minimal_plan(), submitted_by="alice", idempotency_key="k")
+    first = store.submit_run(minimal_plan(), submitted_by=operator("alice"), idempotency_key="k")
+    second = store.submit_run(minimal_plan(), submitted_by=operator("alice"), idempotency_key="k")
     assert first == (1, True)
     assert second == (1, False)
     assert len(store.list_runs()) == 1
-    assert [e["action"] for e in store.audit_entries()] == ["submit"]
+    assert [e["action"] for e in store.audit_entries(reader=admin())] == ["submit"]
 
 
 def test_claim_moves_run_and_creates_attempt(store: Store) -> None:
@@ -44,9 +45,9 @@ def test_claim_moves_run_and_creates_attempt(store: Store) -> None:
 
 
 def test_claim_skips_runs_this_runner_cannot_serve(store: Store) -> None:
-    store.submit_run(minimal_plan(gpu={"type": "H100", "count": 1}), submitted_by="a")
-    store.submit_run(minimal_plan(gpu={"type": "H200", "count": 16}), submitted_by="a")
-    store.submit_run(minimal_plan(engine="sglang"), submitted_by="a")
+    store.submit_run(minimal_plan(gpu={"type": "H100", "count": 1}), submitted_by=operator("a"))
+    store.submit_run(minimal_plan(gpu={"type": "H200", "count": 16}), submitted_by=operator("a"))
+    store.submit_run(minimal_plan(engine="sglang"), submitted_by=operator("a"))
     assert store.claim_next(CAPS, lease_s=60) is None  # no SGLang here, wrong type, too many GPUs
     with_sglang = RunnerCapabilities("r2", "H200", 8, "0.5.23")
     claim = store.claim_next(with_sglang, lease_s=60)
@@ -54,8 +55,8 @@ def test_claim_skips_runs_this_runner_cannot_serve(store: Store) -> None:
 
 
 def test_priority_then_age_orders_the_queue(store: Store) -> None:
-    low, _ = store.submit_run(minimal_plan(name="low"), submitted_by="a")
-    high, _ = store.submit_run(minimal_plan(name="high", priority=5), submitted_by="a")
+    low, _ = store.submit_run(minimal_plan(name="low"), submitted_by=operator("a"))
+    high, _ = store.submit_run(minimal_plan(name="high", priority=5), submitted_by=operator("a"))
     assert store.claim_next(CAPS, lease_s=60).run_id == high
     assert store.claim_next(CAPS, lease_s=60).run_id == low
 
@@ -84,7 +85,7 @@ def test_illegal_attempt_moves_are_refused_before_sql(store: Store, current, new
 
 
 def test_illegal_run_moves_are_refused(store: Store) -> None:
-    run_id, _ = store.submit_run(minimal_plan(), submitted_by="a")
+    run_id, _ = store.submit_run(minimal_plan(), submitted_by=operator("a"))
     with pytest.raises(IllegalMove):
         store.move_run(run_id, RunStatus.QUEUED, RunStatus.SUCCEEDED)
     with pytest.raises(IllegalMove):
@@ -119,7 +120,7 @@ def test_retryable_failure_requeues_until_attempts_run_out(store: Store) -> None
 
 
 def test_expired_lease_fails_attempt_as_runner_lost_and_fences_late_writes(store: Store) -> None:
-    store.submit_run(minimal_plan(), submitted_by="a")
+    store.submit_run(minimal_plan(), submitted_by=operator("a"))
     claim = store.claim_next(CAPS, lease_s=0.05)
     time.sleep(0.1)
     expired = store.expire_leases(retry_allowed=False, max_attempts=1)
@@ -134,15 +135,15 @@ def test_expired_lease_fails_attempt_as_runner_lost_and_fences_late_writes(store
 
 
 def test_cancel_queued_and_running(store: Store) -> None:
-    queued, _ = store.submit_run(minimal_plan(name="q"), submitted_by="a")
-    assert store.cancel_run(queued, actor="bob") is RunStatus.CANCELLED
+    queued, _ = store.submit_run(minimal_plan(name="q"), submitted_by=operator("a"))
+    assert store.cancel_run(queued, actor=admin("bob")) is RunStatus.CANCELLED
     assert store.get_run(queued)["status"] == "cancelled"
     running = _claimed(store)
-    assert store.cancel_run(running.run_id, actor="bob") is RunStatus.RUNNING
+    assert store.cancel_run(running.run_id, actor=admin("bob")) is RunStatus.RUNNING
     assert store.get_run(running.run_id)["cancel_requested_by"] == "bob"
     with pytest.raises(LostRace):
-        store.cancel_run(queued, actor="bob")
-    assert [e["actor"] for e in store.audit_entries() if e["action"] == "cancel"] == ["bob", "bob"]
+        store.cancel_run(queued, actor=admin("bob"))
+    assert [e["actor"] for e in store.audit_entries(reader=admin()) if e["action"] == "cancel"] == ["bob", "bob"]
 
 
 def test_readers_let_a_waiting_writer_go_first(store: Store, db_path) -> None:
@@ -172,16 +173,16 @@ def test_quotas_are_enforced_at_submit_with_a_clear_message(db_path) -> None:
 
     store = Store(db_path, quotas=Quotas(queued_runs_per_user=2, prompts_per_point=100, concurrency=8))
     store.migrate()
-    store.submit_run(minimal_plan(name="a"), submitted_by="flooder")
-    store.submit_run(minimal_plan(name="b"), submitted_by="flooder")
+    store.submit_run(minimal_plan(name="a"), submitted_by=operator("flooder"))
+    store.submit_run(minimal_plan(name="b"), submitted_by=operator("flooder"))
     with pytest.raises(QuotaExceeded) as queued:
-        store.submit_run(minimal_plan(name="c"), submitted_by="flooder")
+        store.submit_run(minimal_plan(name="c"), submitted_by=operator("flooder"))
     assert "flooder already has 2 runs queued (limit 2)" in queued.value.text("en")
-    store.submit_run(minimal_plan(name="d"), submitted_by="someone-else")  # the quota is per user
+    store.submit_run(minimal_plan(name="d"), submitted_by=operator("someone-else"))  # the quota is per user
     with pytest.raises(QuotaExceeded) as prompts:
         store.submit_run(minimal_plan(name="e", benchmark={"concurrency": [1, 4], "num_prompts": 1000}),
-                         submitted_by="x")
+                         submitted_by=operator("x"))
     assert "1000 prompts" in prompts.value.text("en") and "プロンプト" in prompts.value.text("ja")
     with pytest.raises(QuotaExceeded):
-        store.submit_run(minimal_plan(name="f", benchmark={"concurrency": [16]}), submitted_by="x")
+        store.submit_run(minimal_plan(name="f", benchmark={"concurrency": [16]}), submitted_by=operator("x"))
     assert [r["name"] for r in store.list_runs()] == ["d", "b", "a"]  # nothing refused half-exists

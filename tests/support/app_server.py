@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,12 +34,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(env: dict[str, str], *, timeout_s: float = 60) -> Iterator[str]:
-    port = free_port()
+def running_app(
+    env: dict[str, str], *, timeout_s: float = 60, port: int | None = None, extra_args: Sequence[str] = ()
+) -> Iterator[str]:
+    port = port or free_port()
     log = open(Path(env["BENCHDECK_WORK_DIR"]).parent / f"streamlit-{port}.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "scripts/serve_app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
+         "--server.address", "127.0.0.1", "--server.headless", "true", *extra_args],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
