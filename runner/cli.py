@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from db import DbBusy, Store
-from domain.access import local_actor
+from domain.access import PermissionDenied, local_actor
 from domain.checks import CheckReport, check_plan
 from domain.i18n import t
 from domain.plan import RunPlan
@@ -74,6 +74,9 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
                                            idempotency_key=args.idempotency_key)
     except QuotaExceeded as exc:
         print(exc.text(args.lang), file=sys.stderr)
+        return EXIT_INVALID
+    except PermissionDenied as exc:
+        print(t("cli.denied", args.lang, detail=str(exc)), file=sys.stderr)
         return EXIT_INVALID
     print(run_id)
     print(t("cli.queued" if created else "cli.already", args.lang, run_id=run_id), file=sys.stderr)
@@ -177,6 +180,9 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
                              file_name=path.name)
     except DuplicateImport as exc:
         print(t("cli.import_duplicate", args.lang, runs=", ".join(map(str, exc.run_ids))), file=sys.stderr)
+        return EXIT_INVALID
+    except PermissionDenied as exc:
+        print(t("cli.denied", args.lang, detail=str(exc)), file=sys.stderr)
         return EXIT_INVALID
     for problem in result.preview.problems:
         print(f"  line {problem.line}: {problem.text(args.lang)}", file=sys.stderr)
