@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from runner.emulator import startup
+from runner.emulator import disagg, startup
 from runner.emulator.config import ConfigError, EmulatorConfig, resolve
 from runner.emulator.engine import Engine
 from runner.emulator.flags import ParsedFlags, parse_flags
@@ -162,6 +162,16 @@ async def serve(cfg: EmulatorConfig, tokens: TokenText, launch_command: str) -> 
                     f"{exc.strerror}", scheduler=False)
         return 1
     startup.log(f"Emulated HTTP server listening on http://{host}:{port}", scheduler=False)
+    if state.disaggregation_mode == "prefill":
+        boot_port = int(cfg.args.get("disaggregation_bootstrap_port") or disagg.DEFAULT_BOOTSTRAP_PORT)
+        boot_runner = web.AppRunner(disagg.bootstrap_app(state.rooms), access_log=None, handle_signals=False)
+        await boot_runner.setup()
+        try:
+            await web.TCPSite(boot_runner, host, boot_port).start()
+        except OSError as exc:
+            startup.log(f"ERROR: bootstrap server cannot bind {host}:{boot_port}: {exc.strerror}", scheduler=False)
+            return 1
+        startup.log(f"Emulated PD bootstrap server listening on {host}:{boot_port}", scheduler=False)
     stop = asyncio.Event()
     _install_signals(state, stop)
     tasks = [asyncio.create_task(engine.run()), asyncio.create_task(warm_up(state))]

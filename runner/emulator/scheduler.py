@@ -58,6 +58,7 @@ class Request:
     prefill_target: int = 0  # tokens to have in KV before decoding (prompt, or more after a retraction)
     prefilled: int = 0
     cached: int = 0
+    transferred: int = 0  # PD decode side: prompt tokens whose KV arrived from a prefill server
     generated: int = 0
     first_token_at: float | None = None
     last_token_at: float | None = None
@@ -212,11 +213,13 @@ class Scheduler:
             if self.reserved + need > self.limits.max_total_num_tokens:
                 break  # FCFS: the head blocks the queue until memory frees up
             cached = min(self.cache.match(req.page_keys), req.prefill_target - 1)
-            remaining = req.prefill_target - cached
+            # KV handed over by a prefill server is in the pool already: not recomputed.
+            ready = max(cached, min(req.transferred, req.prefill_target - 1))
+            remaining = req.prefill_target - ready
             if not chunking and remaining > budget and chunks:
                 break  # an unchunked long prompt only goes alone
             self.waiting.popleft()
-            req.cached, req.prefilled = max(req.cached, cached), cached
+            req.cached, req.prefilled = max(req.cached, cached), ready
             self.running.append(req)
             self.reserved += need
             take = remaining if not chunking else min(remaining, budget)
@@ -230,6 +233,7 @@ class Scheduler:
             self._release(victim)
             victim.prefill_target = victim.prompt_len + victim.generated
             victim.prefilled = 0
+            victim.transferred = 0  # a retracted request recomputes its prompt
             self.waiting.appendleft(victim)
             self.counters.retractions += 1
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from runner.emulator import disagg
 from runner.emulator.config import EMULATOR_VERSION, EmulatorConfig, resolved_server_args
 from runner.emulator.engine import Engine
 from runner.emulator.metrics import Metrics
@@ -44,6 +45,11 @@ class ServerState:
     started_at: float = field(default_factory=time.time)
     ready_at: float | None = None
     accepted: int = 0  # generation requests accepted, for the *-after-requests faults
+    rooms: disagg.KvRooms = field(default_factory=disagg.KvRooms)  # prefill side: finished KV transfers
+
+    @property
+    def disaggregation_mode(self) -> str:
+        return str(self.cfg.args.get("disaggregation_mode") or "null")
 
     @property
     def ready(self) -> bool:
@@ -56,6 +62,7 @@ class GenInput:
     max_new_tokens: int
     ignore_eos: bool
     rid: str
+    transferred: int = 0  # decode side of PD: prompt tokens whose KV came from the prefill server
 
 
 class BadRequest(ValueError):
@@ -171,7 +178,7 @@ async def _run(state: ServerState, gen: GenInput) -> AsyncGenerator[Request, Non
     seed = TokenText.seed(gen.prompt_ids)
     stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, state.tokens.natural_length(seed))
     req = Request(rid=gen.rid, prompt_ids=gen.prompt_ids, max_new_tokens=gen.max_new_tokens,
-                  stop_after=stop_after, arrival=asyncio.get_running_loop().time())
+                  stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred)
     event = state.engine.submit(req)
     try:
         while True:
@@ -221,11 +228,50 @@ async def generate(request: web.Request) -> web.StreamResponse:
         gen = _gen_input(state, prompt, params.get("max_new_tokens", 128), params.get("ignore_eos"), body.get("rid"))
     except BadRequest as exc:
         return web.json_response({"error": {"message": str(exc)}}, status=400)
+    if state.disaggregation_mode in ("prefill", "decode"):
+        return await _disaggregated(request, state, body, gen)
     out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
     if not body.get("stream"):
         req = await _collect(state, gen, out)
         return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
     return await _stream_generate(request, state, gen, out)
+
+
+async def _disaggregated(request: web.Request, state: ServerState, body: dict[str, Any],
+                         gen: GenInput) -> web.StreamResponse:
+    """PD mode (see runner/emulator/disagg.py): prefill computes the prompt and publishes
+    its KV under the room; decode waits for that room, then decodes without the prompt."""
+    try:
+        boot = disagg.bootstrap_of(body)
+    except disagg.MissingBootstrap as exc:
+        return web.json_response({"error": {"message": str(exc)}}, status=400)
+    if state.disaggregation_mode == "decode":
+        try:
+            transferred = await disagg.wait_for_kv(boot)
+        except TimeoutError as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=500)
+        gen = GenInput(gen.prompt_ids, gen.max_new_tokens, gen.ignore_eos, gen.rid, transferred=transferred)
+        out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
+        if not body.get("stream"):
+            req = await _collect(state, gen, out)
+            return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
+        return await _stream_generate(request, state, gen, out)
+    # Prefill: the prompt and the first token, then the KV hand-over.
+    first = GenInput(gen.prompt_ids, 1, True, gen.rid)
+    out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
+    req = await _collect(state, first, out)
+    backend = str(state.cfg.args.get("disaggregation_transfer_backend") or "mooncake")
+    delay = disagg.transfer_seconds(len(gen.prompt_ids), state.cfg.memory.kv_cell_bytes, backend)
+    state.rooms.publish(boot.room, len(gen.prompt_ids), delay * state.cfg.time_scale)
+    payload = {"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)}
+    if not body.get("stream"):
+        return web.json_response(payload)
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    await response.write(_sse(payload))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 async def _collect(state: ServerState, gen: GenInput, out: Output) -> Request:
