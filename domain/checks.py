@@ -48,9 +48,29 @@ def configuration_check(plan: RunPlan, settings: Settings, host_version: str | N
     )
 
 
+def role_checks(plan: RunPlan, settings: Settings, host_version: str | None = None) -> list[tuple[str, ConfigCheck]]:
+    """Each topology role's own flags (plan-wide ones merged in), checked like a server's
+    own: one check per role, against the GPUs one of its servers gets."""
+    bench = plan.benchmark
+    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    checks = []
+    for role, group in plan.topology.groups():
+        args = {**plan.server_args, **group.server_args}
+        checks.append((role, check_configuration(
+            args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
+            gpu_type=plan.gpu.type, gpu_count=group.gpus_per_server, input_len=largest.input_len,
+            output_len=largest.output_len, concurrency=max(bench.concurrency),
+            policy=load_policy(settings.flag_policy_file),
+        )))
+    return checks
+
+
 def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None) -> CheckReport:
     config = configuration_check(plan, settings, host_version)
     report = CheckReport(detail=format_check_report(config, lang), config=config)
+    for role, role_config in role_checks(plan, settings, host_version):
+        report.errors += [f"{role}: {issue.message(lang)}" for issue in role_config.flags.errors]
+        report.warnings += [f"{role}: {issue.message(lang)}" for issue in role_config.flags.warnings]
     report.errors += [issue.message(lang) for issue in config.flags.errors]
     report.warnings += [issue.message(lang) for issue in config.flags.warnings]
     report.warnings += [broken.text(lang) for broken in config.risk.broken]

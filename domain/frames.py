@@ -74,7 +74,8 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "load_format": args.get("load-format", "auto" if measured_here else None),
         "gpu_type": row.get("gpu_type"), "gpu_count": row.get("gpu_count"),
         "network": "single-host" if row.get("host_info") else None,
-        "topology": _json(row.get("topology"), {}).get("kind"),
+        # The label carries the kind, the P:D ratio and the GPU split (domain/topology.py).
+        "topology": _topology_label(_json(row.get("topology"), {})),
         "server_args": args, "tags": _json(row.get("tags"), []), "submitted_at": row.get("submitted_at"),
         "host_healthy": True if row.get("host_info") else None,
         "max_total_num_tokens": facts.get("max_total_num_tokens"),
@@ -94,3 +95,7 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def points_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([point_row(r) for r in rows])
+
+
+def _topology_label(topology: dict[str, Any]) -> str | None:
+    return topology.get("label") or topology.get("kind")

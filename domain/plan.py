@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from domain.topology import Topology, layout_problems
+
 FlagValue = bool | int | float | str | list[int] | list[float] | list[str]
 
 MAX_CONCURRENCY = 4096
@@ -168,11 +170,26 @@ class RunPlan(_Strict):
     sglang_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")] | None = None
     model: Annotated[str, Field(min_length=1, max_length=512)]
     gpu: GpuSpec
-    topology: Literal["aggregated"] = "aggregated"
+    topology: Topology = Field(default_factory=Topology)
     server_args: dict[str, FlagValue] = Field(default_factory=dict)
     benchmark: BenchmarkPlan = Field(default_factory=BenchmarkPlan)
     tags: Annotated[list[Annotated[str, Field(pattern=_NAME)]], Field(max_length=20)] = Field(default_factory=list)
     priority: Annotated[int, Field(ge=-100, le=100, strict=True)] = 0
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology_by_name(cls, value: object) -> object:
+        # Plans written before topologies existed say just "aggregated".
+        return {"kind": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _topology_fits(self) -> RunPlan:
+        for _role, group in self.topology.groups():
+            self._flag_names(group.server_args)  # the same name and value rules as plan-wide flags
+        problems = layout_problems(self.topology, self.server_args, self.gpu.count)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @field_validator("server_args")
     @classmethod
@@ -210,7 +227,7 @@ class RunPlan(_Strict):
             "model": self.model,
             "gpu_type": self.gpu.type,
             "gpu_count": self.gpu.count,
-            "topology": {"kind": self.topology},
+            "topology": self.topology.snapshot(),
             "server_args": dict(sorted(self.server_args.items())),
         }
 
