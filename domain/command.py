@@ -13,6 +13,7 @@ from pathlib import Path
 
 from domain.flags.argv import render_argv
 from domain.plan import RunPlan
+from domain.topology import ServerSlot, Topology, router_concurrency_cap
 
 LOOPBACK = "127.0.0.1"
 RUNNER_FLAGS = ("--model-path", "--host", "--port", "--enable-metrics")
@@ -23,17 +24,19 @@ PORT_PLACEHOLDER = "<port>"
 
 def server_argv(
     plan: RunPlan, *, python: str, port: int | str, version: str, tokenizer_dir: Path | None,
-    app_python: str = sys.executable,
+    app_python: str = sys.executable, slot: ServerSlot | None = None,
 ) -> list[str]:
-    """The exact engine command; the emulator takes the same flags as SGLang."""
+    """The exact engine command; the emulator takes the same flags as SGLang.  ``slot``
+    is one server of a router or PD topology: its own flags and GPU count."""
     if plan.engine == "sglang":
         head = [python, "-m", "sglang.launch_server"]
     else:
         head = [app_python, "-m", "runner.emulator"]
     argv = [*head, "--model-path", plan.model, "--host", LOOPBACK, "--port", str(port), "--enable-metrics"]
-    argv += render_argv(plan.server_args, version)
+    argv += render_argv(slot.server_args if slot else plan.server_args, version)
     if plan.engine == "emulator":
-        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
+        gpus = len(slot.gpu_ids) if slot else plan.gpu.count
+        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(gpus),
                  "--emulate-sglang-version", version]
         if tokenizer_dir is not None:
             argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
@@ -47,3 +50,27 @@ def command_preview(plan: RunPlan, version: str) -> str:
                        tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER)
     return shlex.join(argv).replace(f"'{PYTHON_PLACEHOLDER}'", PYTHON_PLACEHOLDER).replace(
         f"'{APP_PYTHON_PLACEHOLDER}'", APP_PYTHON_PLACEHOLDER).replace(f"'{PORT_PLACEHOLDER}'", PORT_PLACEHOLDER)
+
+
+def router_argv(
+    topology: Topology, *, python: str, port: int | str, metrics_port: int | str, sweep_max_concurrency: int,
+    workers: list[str], prefill: list[tuple[str, int | str]], decode: list[str],
+) -> list[str]:
+    """The SGLang router's command (sglang-router 0.3.2 / smg 1.13.0 take the same flags).
+
+    ``--max-concurrent-requests`` is always explicit: one router version defaults to 256
+    with a queue of 100, which would silently cap a sweep.  The Prometheus port is picked
+    like every other port, so two routers on one host never collide on 29000."""
+    argv = [python, "-m", "sglang_router.launch_router", "--host", LOOPBACK, "--port", str(port),
+            "--prometheus-host", LOOPBACK, "--prometheus-port", str(metrics_port),
+            "--max-concurrent-requests", str(router_concurrency_cap(topology, sweep_max_concurrency)),
+            "--log-level", "info"]
+    if topology.kind == "pd":
+        argv += ["--pd-disaggregation", "--prefill-policy", topology.policy, "--decode-policy", topology.decode_policy]
+        for url, bootstrap in prefill:
+            argv += ["--prefill", url, str(bootstrap)]
+        for url in decode:
+            argv += ["--decode", url]
+    else:
+        argv += ["--policy", topology.policy, "--worker-urls", *workers]
+    return argv

@@ -36,6 +36,10 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / ".venv-sglang" / "bin" / "python",
         description="Interpreter that runs the real bench_serving client (an SGLang environment).",
     )
+    router_python: Path = Field(
+        default=PROJECT_ROOT / ".venv-router" / "bin" / "python",
+        description="Interpreter with the sglang_router package, started for router and PD topologies.",
+    )
     model_dirs: list[Path] = Field(
         default_factory=lambda: [PROJECT_ROOT / "data" / "models"],
         description="Directories a model path may resolve into (JSON list).",

@@ -40,6 +40,10 @@ setup_sglang_env() {
     .venv-sglang/bin/python -m pip install -q -r requirements-sglang.txt'
 }
 
+setup_router_env() {
+  ensure_venv .venv-router requirements-router.txt -- .venv-router/bin/python -m pip install -q -r requirements-router.txt
+}
+
 setup_tokenizer() {
   [ -f data/tokenizer/tokenizer.json ] || .venv/bin/python tools/build_tokenizer.py data/tokenizer
 }

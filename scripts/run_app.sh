@@ -6,6 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 setup_app_env requirements.txt
 setup_sglang_env
+setup_router_env
 setup_tokenizer
 setup_cjk_font
 mkdir -p data

@@ -3,6 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 setup_app_env requirements-dev.txt
 setup_sglang_env
+setup_router_env
 setup_tokenizer
 # The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.
 bash scripts/setup_import_fixtures.sh
