@@ -15,6 +15,7 @@ from domain.command import LOOPBACK
 from domain.states import FailureKind
 from runner.logparse import classify, startup_facts
 from runner.process import Child, port_is_free, start_child, stop_group, tail
+from runner.server_log import DEFAULT_ROTATION, LogRotation
 
 
 class AttemptFailure(Exception):
@@ -44,6 +45,7 @@ class EngineServer:
         return tail(self.child.log_path, max_bytes)
 
     def crash_failure(self, *, default: FailureKind, what: str) -> AttemptFailure:
+        self.child.settle_log()  # the fatal line may still be in the pipe
         diagnosis = classify(tail(self.child.log_path, 200_000), default=default)
         code = self.child.returncode
         message = f"{what} (exit code {code})" if code is not None else what
@@ -53,12 +55,16 @@ class EngineServer:
 
     def stop(self, grace_s: float) -> None:
         stop_group(self.child.pgid, grace_s=grace_s, popen=self.child.popen)
+        self.child.settle_log()  # the group is gone: the pipe reaches EOF and the log is complete
 
 
-def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str]) -> EngineServer:
+def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str],
+           rotation: LogRotation = DEFAULT_ROTATION) -> EngineServer:
+    """Start the server with its output in ``log_path``, rotated at ``rotation`` (the
+    daemon passes ``LogRotation.from_settings(settings)``)."""
     if not port_is_free(port):
         raise AttemptFailure(FailureKind.HOST_UNHEALTHY, f"port {port} is taken (a stale server?)")
-    return EngineServer(start_child(argv, log_path=log_path, env=env), port, argv)
+    return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv)
 
 
 def _status(url: str) -> int | None:

@@ -20,6 +20,9 @@ from typing import IO
 
 import psutil
 
+from runner.server_log import LogPump, LogRotation, RotatingLog
+from runner.server_log import tail as tail  # rotation-aware; re-exported for callers of this module
+
 
 @dataclass
 class Child:
@@ -29,6 +32,12 @@ class Child:
     pgid: int
     started_at: float  # psutil create_time: with the pgid, identifies this group across a PID reuse
     log_path: Path
+    pump: LogPump | None = None  # copies a rotated log's pipe into log_path
+
+    def settle_log(self, timeout_s: float = 2.0) -> None:
+        """Return once the log file holds what the group wrote (at most ``timeout_s``)."""
+        if self.pump is not None:
+            self.pump.settle(timeout_s=timeout_s)
 
     @property
     def alive(self) -> bool:
@@ -47,25 +56,52 @@ def start_child(
     cwd: Path | None = None,
     stdin: int | None = subprocess.DEVNULL,
     stdout: int | IO[bytes] | None = None,
+    rotation: LogRotation | None = None,
 ) -> Child:
     """Start ``argv`` (a list, no shell) in a new session; stdout/stderr go to ``log_path``
-    unless ``stdout`` says otherwise (stderr always goes to the log)."""
+    unless ``stdout`` says otherwise (stderr always goes to the log).  With ``rotation``
+    both go through a pipe into a size-rotated log (runner/server_log.py says why)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    if rotation is not None:
+        return _start_piped(argv, log_path=log_path, env=env, cwd=cwd, stdin=stdin, rotation=rotation)
     with open(log_path, "ab") as log:
-        popen = subprocess.Popen(  # noqa: S603 - argv is a list built by the runner, never a shell string
-            list(argv),
-            stdin=stdin,
-            stdout=log if stdout is None else stdout,
-            stderr=log,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
+        popen = _popen(argv, stdin=stdin, stdout=log if stdout is None else stdout, stderr=log, env=env, cwd=cwd)
+    return Child(popen=popen, pgid=popen.pid, started_at=_create_time(popen), log_path=log_path)
+
+
+def _start_piped(
+    argv: Sequence[str], *, log_path: Path, env: dict[str, str] | None, cwd: Path | None, stdin: int | None,
+    rotation: LogRotation,
+) -> Child:
+    log = RotatingLog(log_path, rotation)  # opened first: a log we cannot write must not leave a child behind
+    read_end, write_end = os.pipe()  # both close-on-exec: only the child's dup'ed 1 and 2 hold the write end
     try:
-        started_at = psutil.Process(popen.pid).create_time()
+        popen = _popen(argv, stdin=stdin, stdout=write_end, stderr=write_end, env=env, cwd=cwd)
+    except BaseException:
+        os.close(read_end)
+        log.close()
+        raise
+    finally:
+        os.close(write_end)  # ours must go, or the pump never sees EOF
+    pump = LogPump(read_end, log)
+    pump.start()
+    return Child(popen=popen, pgid=popen.pid, started_at=_create_time(popen), log_path=log_path, pump=pump)
+
+
+def _popen(
+    argv: Sequence[str], *, stdin: int | None, stdout: int | IO[bytes], stderr: int | IO[bytes],
+    env: dict[str, str] | None, cwd: Path | None,
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # noqa: S603 - argv is a list built by the runner, never a shell string
+        list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd, start_new_session=True,
+    )
+
+
+def _create_time(popen: subprocess.Popen[bytes]) -> float:
+    try:
+        return float(psutil.Process(popen.pid).create_time())
     except psutil.NoSuchProcess:
-        started_at = time.time()
-    return Child(popen=popen, pgid=popen.pid, started_at=started_at, log_path=log_path)
+        return time.time()
 
 
 def group_alive(pgid: int) -> bool:
@@ -136,14 +172,3 @@ def pick_free_port(low: int, high: int, *, exclude: set[int] | None = None) -> i
         if (not exclude or port not in exclude) and port_is_free(port):
             return port
     raise RuntimeError(f"no free port in {low}-{high}")
-
-
-def tail(path: Path, max_bytes: int = 16_384) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            return f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
