@@ -10,29 +10,45 @@ Shape (after rq and procrastinate):
   a fence: the attempt stops writing at once.
 - First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
   cold stop (kill the children now, requeue the run).  Either way nothing is left running.
+- Before each claim a pre-flight check (foreign GPU users, disk space under the work
+  directory, a free engine port, a port left taken by a teardown, a readable flag policy)
+  decides whether this host may claim at all; a failing check flags the host unhealthy in
+  the runners table and the run stays queued.  The host recovers by itself once the check
+  passes again.
+- Every launch writes an audit row (actor = the runner id) with the exact argv and the
+  configuration hash; a change of the flag policy file between claims writes a
+  ``policy_changed`` row with the old and new sha256.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import filelock
+
 from db import LostRace, RunnerCapabilities, Store
+from db.connection import lock_path_for
 from db.store import Claim, ProcessGroup, utcnow
 from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
 from domain.checks import schema_version_for
 from domain.command import server_argv
-from domain.flags.policy import load_policy
+from domain.flags._data import DataFileError, load_yaml_file
+from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 from domain.flags.validate import validate_server_args
-from domain.plan import Point, RunPlan, point_conditions
+from domain.plan import Point, RunPlan, configuration_id, point_conditions
 from domain.settings import Settings
 from domain.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from runner import engine, host
@@ -51,6 +67,12 @@ from runner.telemetry import NvmlReader, Sampler, open_nvml, read_server_metrics
 
 log = logging.getLogger("benchdeck.runner")
 GPU_MEMORY_TOLERANCE_GB = 1.0
+# Exit code of ``work``/``serve`` when the database cannot be opened (a WAL that will not replay).
+EXIT_DB_UNUSABLE = 2
+# Failures a full disk can cause on the way (a log, a record or a Parquet file that could
+# not be written): re-read as disk_full when the work directory is in fact full.
+_DISK_SYMPTOMS = frozenset({FailureKind.SERVER_CRASH, FailureKind.BENCH_FAILED, FailureKind.BAD_OUTPUT,
+                            FailureKind.STARTUP_TIMEOUT, FailureKind.RUNNER_LOST})
 
 
 class Fenced(Exception):
@@ -148,6 +170,9 @@ class Runner:
         self.sglang_version = self._detect_sglang_version()
         self.healthy = True
         self.unhealthy_reason: str | None = None
+        self._stuck_port: int | None = None  # a port a teardown left taken: unhealthy until it is free
+        self._policy_sha256: str | None = None  # the flag policy file's content at the last claim
+        self._policy_loaded: tuple[str, Policy] | None = None  # (content sha256, the policy read from it)
         self.caps = RunnerCapabilities(settings.runner_id, settings.runner_gpu_type, settings.runner_gpu_count,
                                        self.sglang_version)
 
@@ -163,7 +188,12 @@ class Runner:
         return str(schema["sglang_version"])
 
     def start(self) -> None:
+        kept = keep_leftover_wal(self.store.db_path, self.store.lock_timeout_s)
         self.store.migrate()
+        if kept is not None:
+            self.store.audit(self.caps.runner_id, "wal_recovered", None,
+                             {"db": str(self.store.db_path), "kept_copy": str(kept)})
+        self._policy_sha256 = self._policy_digest()
         info = host.host_info(self.nvml, self.nvml_reason)
         self.host_info = info
         self.store.register_runner(
@@ -201,11 +231,20 @@ class Runner:
         claim = self.store.claim_next(self.caps, lease_s=self.settings.lease_s)
         if claim is None:
             return False
+        self._note_policy(claim.run_id)
         self.execute(claim)
         return True
 
     def work(self, *, burst: bool) -> int:
-        self.start()
+        try:
+            self.start()
+        except duckdb.Error as exc:
+            wal = self.store.db_path.with_name(self.store.db_path.name + ".wal")
+            log.critical("cannot open the database %s: %s. The runner stops here and changes nothing: the "
+                         "WAL %s is left as it is (DuckDB did not replay it). Restore the database or the WAL "
+                         "from a backup, or move the WAL aside knowing its writes are lost, then restart.",
+                         self.store.db_path, exc, wal)
+            return EXIT_DB_UNUSABLE
         while not self.stop.warm.is_set():
             ran = self.run_once()
             if not ran:
@@ -217,16 +256,83 @@ class Runner:
         return 0
 
     def _check_health(self) -> None:
-        """An unhealthy host claims nothing until its GPUs are clean again."""
-        if self.healthy:
-            return
-        if not host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb):
+        """Pre-flight before a claim: an unhealthy host claims nothing (the run stays queued)
+        and recovers by itself once every check passes again."""
+        reason = self._preflight()
+        if reason is not None:
+            if self.healthy or reason != self.unhealthy_reason:
+                log.warning("host unhealthy, claiming nothing: %s", reason)
+                self._mark_unhealthy(reason)
+        elif not self.healthy:
+            log.info("host healthy again (was: %s)", self.unhealthy_reason)
             self.healthy, self.unhealthy_reason = True, None
             self.store.runner_heartbeat(self.caps.runner_id, healthy=True, unhealthy_reason=None)
+
+    def _preflight(self) -> str | None:
+        """Why this host must not start a run now, or None."""
+        if self._stuck_port is not None:
+            if not port_is_free(self._stuck_port):
+                return f"port {self._stuck_port} still taken after a teardown (a stale server?)"
+            self._stuck_port = None
+        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
+        if foreign:
+            return self._foreign_reason(foreign)
+        full = host.disk_full(self.settings.work_dir)
+        if full is not None:
+            return f"disk full: {full}"
+        try:
+            pick_free_port(*self.settings.engine_port_range)
+        except RuntimeError as exc:
+            return f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)"
+        return self._policy_problem()
+
+    def _foreign_reason(self, foreign: list[tuple[int, int, float]]) -> str:
+        found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
+        source = host.gpu_guard_source(self.nvml)
+        label = f" [SIMULATED via {host.SIMULATED_GPU_USERS_ENV}]" if source == "simulated" else ""
+        return f"foreign process on the GPUs: {found}{label}"
 
     def _mark_unhealthy(self, reason: str) -> None:
         self.healthy, self.unhealthy_reason = False, reason
         self.store.runner_heartbeat(self.caps.runner_id, healthy=False, unhealthy_reason=reason)
+
+    # --- the flag policy file -------------------------------------------------------------
+    def _policy_path(self) -> Path:
+        return self.settings.flag_policy_file or DEFAULT_POLICY_PATH
+
+    def _policy_digest(self) -> str:
+        try:
+            return hashlib.sha256(self._policy_path().read_bytes()).hexdigest()
+        except FileNotFoundError:
+            return "missing"
+
+    def _load_policy(self) -> Policy:
+        """The policy as the file says now.  domain/flags caches data files by path (they
+        change only on deploy), but the administrator edits this one on a live host: read
+        it again whenever its content changed."""
+        digest = self._policy_digest()
+        if self._policy_loaded is None or self._policy_loaded[0] != digest:
+            load_yaml_file.cache_clear()
+            self._policy_loaded = (digest, load_policy(self.settings.flag_policy_file))
+        return self._policy_loaded[1]
+
+    def _policy_problem(self) -> str | None:
+        """A reason when the policy file cannot be loaded."""
+        try:
+            self._load_policy()
+        except (DataFileError, OSError) as exc:
+            return f"flag policy unreadable, no launches until it is fixed: {exc}"
+        return None
+
+    def _note_policy(self, run_id: int) -> None:
+        """An audit row when the policy file's content changed since the last claim."""
+        digest = self._policy_digest()
+        if self._policy_sha256 is not None and digest != self._policy_sha256:
+            log.warning("flag policy %s changed: %s -> %s", self._policy_path(), self._policy_sha256, digest)
+            self.store.audit(self.caps.runner_id, "policy_changed", run_id,
+                             {"path": str(self._policy_path()), "old_sha256": self._policy_sha256,
+                              "new_sha256": digest})
+        self._policy_sha256 = digest
 
     # --- one attempt ----------------------------------------------------------------------
     def execute(self, claim: Claim) -> None:
@@ -248,14 +354,36 @@ class Runner:
         except Fenced:
             outcome = (AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "lease lost")
         except OSError as exc:
-            if exc.errno != errno.ENOSPC:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) and host.disk_full(self.settings.work_dir) is None:
                 raise
             outcome = (AttemptStatus.FAILED, FailureKind.DISK_FULL, f"disk full: {exc}")
-            self._mark_unhealthy(f"disk full under {self.settings.work_dir}")
+        except Exception as exc:
+            # Anything else is a bug and stops the runner (after the attempt is recorded),
+            # unless the work directory is full: then it is what a full disk looks like.
+            if host.disk_full(self.settings.work_dir) is None:
+                raise
+            outcome = (AttemptStatus.FAILED, FailureKind.DISK_FULL, f"disk full: {exc!r}")
         finally:
             beat.finish()
             self._teardown(ctx)
+            outcome = self._disk_full_outcome(outcome)
             self._finish(ctx, *outcome)
+
+    def _disk_full_outcome(
+        self, outcome: tuple[AttemptStatus, FailureKind | None, str | None]
+    ) -> tuple[AttemptStatus, FailureKind | None, str | None]:
+        """A crash, a failed client or unreadable output on a full disk is disk_full: the log
+        or the record could not be written.  The host then claims nothing until space is back."""
+        status, kind, message = outcome
+        if status is not AttemptStatus.FAILED or kind not in _DISK_SYMPTOMS | {FailureKind.DISK_FULL}:
+            return outcome
+        full = host.disk_full(self.settings.work_dir)
+        if full is None:
+            return outcome
+        self._mark_unhealthy(f"disk full: {full}")
+        if kind is FailureKind.DISK_FULL:
+            return outcome
+        return AttemptStatus.FAILED, FailureKind.DISK_FULL, f"{full} (seen as: {kind}: {message})"
 
     def _finish(
         self, ctx: AttemptContext, status: AttemptStatus, kind: FailureKind | None, message: str | None
@@ -284,15 +412,31 @@ class Runner:
         ctx.engine_version = version
         self._validate_at_the_edge(plan, version)
         self._guard_gpus()
+        if self.store.cancel_requested_by(ctx.claim.run_id):
+            ctx.cancel.set()  # cancelled between the claim and the launch: nothing was started
+            raise engine.AttemptCancelled("cancelled before launch")
         ctx.move(AttemptStatus.STARTING)
         ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
         ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
-        port = pick_free_port(*settings.engine_port_range)
+        try:
+            port = pick_free_port(*settings.engine_port_range)
+        except RuntimeError as exc:
+            self._mark_unhealthy(f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)")
+            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, str(exc),
+                                        "free a port in BENCHDECK_ENGINE_PORT_RANGE or widen it") from exc
         argv = server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
                                   tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None)
-        ctx.server = engine.launch(argv, port=port, log_path=ctx.attempt_dir / "server.log", env=dict(os.environ))
+        self._audit_launch(ctx, argv, port, version)
+        try:
+            ctx.server = engine.launch(argv, port=port, log_path=ctx.attempt_dir / "server.log",
+                                       env=dict(os.environ))
+        except engine.AttemptFailure:
+            self._stuck_port = port  # taken between the pick and the launch: someone else is there
+            self._mark_unhealthy(f"port {port} taken at launch (a stale server?)")
+            raise
         self._record_group(ctx, ctx.server.child.pgid, ctx.server.child.started_at, "server")
         ready_s = engine.wait_ready(ctx.server, budget_s=settings.startup_timeout_s, cancelled=ctx.interrupted)
+        self._check_answering_server(ctx.server)
         facts = engine.startup_record(ctx.server, ready_s)
         ctx.client = self._start_client(ctx)
         if not self.store.record_startup(
@@ -312,19 +456,47 @@ class Runner:
             self._run_point(ctx, point)
             ctx.points_done += 1
 
+    def _audit_launch(self, ctx: AttemptContext, argv: list[str], port: int, version: str) -> None:
+        """Who launched what: the exact argv (a list, never a shell string) and the
+        configuration hash (the configurations table's id), before the process starts."""
+        self.store.audit(self.caps.runner_id, "launch", ctx.claim.run_id, {
+            "attempt_id": ctx.claim.attempt_id, "attempt_no": ctx.claim.attempt_no, "argv": argv,
+            "config_hash": configuration_id(ctx.plan.configuration_snapshot()),
+            "argv_sha256": hashlib.sha256(json.dumps(argv).encode()).hexdigest(),
+            "engine_version": version, "port": port, "policy_sha256": self._policy_sha256,
+        })
+
+    def _check_answering_server(self, server: engine.EngineServer) -> None:
+        """/health said 200, but from whom?  A stale server that took the port between the
+        check and our bind answers too (SGLang's CI once passed against one); our child then
+        fails to bind.  The listening socket must belong to the launched process tree."""
+        if host.listens_on(server.child.popen.pid, server.port):
+            return
+        self._stuck_port = server.port
+        reason = f"port {server.port} answered /health, but not from the launched server (a stale server?)"
+        self._mark_unhealthy(reason)
+        raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
+                                    "find and stop the process listening on that port")
+
     def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
         """The form and the CLI validated already; the runner checks again before launch."""
+        try:
+            policy = self._load_policy()
+        except (DataFileError, OSError) as exc:
+            self._mark_unhealthy(f"flag policy unreadable: {exc}")
+            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"flag policy unreadable: {exc}") from exc
         report = validate_server_args(plan.server_args, version, model_dirs=self.settings.model_dirs,
-                                      model=plan.model, policy=load_policy(self.settings.flag_policy_file))
+                                      model=plan.model, policy=policy)
         if not report.ok:
             details = "; ".join(issue.message("en") for issue in report.errors)
             raise engine.AttemptFailure(FailureKind.BAD_ARGS, f"flags rejected for SGLang {version}: {details}")
 
     def _guard_gpus(self) -> None:
+        """Checked before the claim already (pre-flight); again here for a process that
+        appeared in between."""
         foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
         if foreign:
-            found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
-            reason = f"foreign process on the GPUs: {found}"
+            reason = self._foreign_reason(foreign)
             self._mark_unhealthy(reason)
             raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason, "stop that process, then the host recovers")
 
@@ -441,11 +613,34 @@ class Runner:
         if ctx.server is not None:
             ctx.server.stop(grace)
             if not port_is_free(ctx.server.port):
+                self._stuck_port = ctx.server.port
                 self._mark_unhealthy(f"port {ctx.server.port} still taken after teardown")
             baseline = ctx.baseline_gpu_gb
             now_gb = host.gpu_memory_used_gb(self.nvml)
             if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
                 self._mark_unhealthy(f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
+
+
+def keep_leftover_wal(db_path: Path, lock_timeout_s: float) -> Path | None:
+    """Keep a copy of a WAL left by a process that died inside a DB access, before anything
+    opens the file; return the copy's path.
+
+    Every access here closes its connection, and a clean close checkpoints and deletes the
+    WAL, so a WAL found under the cross-process lock is a leftover.  DuckDB replays it on
+    the next open and deletes it; a torn or damaged WAL is replayed only up to the damage,
+    without an error (DuckDB 2.0.1: a WAL cut in half lost the committed rows after the
+    cut).  With the copy and the ``wal_recovered`` audit row, nothing is lost silently."""
+    wal = db_path.with_name(db_path.name + ".wal")
+    if not wal.exists():
+        return None
+    with filelock.FileLock(str(lock_path_for(db_path)), timeout=lock_timeout_s):
+        if not wal.exists():
+            return None
+        kept = wal.with_name(f"{wal.name}.kept-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        shutil.copy2(wal, kept)
+    log.warning("a WAL from an unclean shutdown was found beside %s; DuckDB will replay it. A copy is kept at "
+                "%s: if committed rows are missing after the replay, they are in that copy.", db_path, kept)
+    return kept
 
 
 def configure_logging() -> None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import filelock
 import psutil
 
 from db import Store
 from domain.plan import RunPlan
 from domain.plan_io import plan_from_mapping
+from domain.settings import Settings
 from tests.support.app_server import ROOT
 
 MARK = "BENCHDECK_TEST_MARK"
@@ -100,3 +105,67 @@ def assert_nothing_left(mark: str, timeout: float = 15) -> None:
     while leftovers(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers(mark) == []
+
+
+# --- additions for the fault suite (tests/test_faults_*.py) ------------------------------------
+
+
+def runner_settings(db_path: Path, work_dir: Path, **overrides: object) -> Settings:
+    """Settings for a Runner driven in this test process (no subprocess): short leases."""
+    values: dict[str, object] = {
+        "db": db_path, "work_dir": work_dir, "runner_id": f"inproc-{uuid.uuid4().hex[:6]}", "heartbeat_s": 0.5,
+        "lease_s": 4, "stop_grace_s": 5, "poll_s": 0.2, "startup_timeout_s": 60, "max_attempts": 2,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def audit_rows(store: Store, action: str) -> list[dict[str, Any]]:
+    """Audit rows of one action, oldest first, details parsed (read as an admin)."""
+    from tests.support.actors import admin
+
+    rows = store.audit_entries(reader=admin("auditor"), action=action, limit=1000)
+    return [{**row, "details": json.loads(row["details"] or "{}")} for row in reversed(rows)]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def squat(port: int) -> socket.socket:
+    """A listening socket on ``port`` (a process that is not ours holding an engine port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(1)
+    return sock
+
+
+def stop_outside_db_lock(pid: int, db_path: Path, tries: int = 50) -> None:
+    """SIGSTOP ``pid`` at a moment it does not hold the DB file lock (a runner stopped inside
+    an access would block every other process until resumed: not the case under test)."""
+    from db.connection import lock_path_for
+
+    lock = filelock.FileLock(str(lock_path_for(db_path)))
+    for _ in range(tries):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            lock.acquire(timeout=0.5)
+        except filelock.Timeout:
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(0.05)
+            continue
+        lock.release()
+        return
+    raise AssertionError("could not stop the runner outside a DB access")
+
+
+def attempt_points(store: Store, run_id: int, attempt_id: int) -> list[dict[str, Any]]:
+    return [p for p in store.points_of(run_id) if p["attempt_id"] == attempt_id]
+
+
+def runner_row(store: Store, runner_id: str) -> dict[str, Any]:
+    """This runner's row in the runners table (health, reason)."""
+    [row] = [r for r in store.list_runners() if r["id"] == runner_id]
+    return row
