@@ -78,6 +78,11 @@ class Settings(BaseSettings):
         default=2.0, ge=0,
         description="GPU memory in use (per GPU) above which an idle GPU counts as used by a foreign process.",
     )
+    simulated_gpu_users: Path | None = Field(
+        default=None,
+        description="Tests and demos only: a JSON file of simulated GPU users [{gpu, pid, used_gb}] that the "
+        "GPU guard reads where NVML is unavailable (never where NVML works). Labelled SIMULATED wherever shown.",
+    )
     point_timeout_s: float = Field(default=7200.0, gt=0, description="Longest one sweep point may run.")
     telemetry_hz: float = Field(default=4.0, gt=0, le=50, description="Telemetry samples per second.")
     saturation_gain_pct: float = Field(

@@ -111,6 +111,7 @@ class LogPump(threading.Thread):
         self.log = log
         self.last_write = time.monotonic()
         self._reading = False  # blocked in read(): everything read so far is in the file
+        self.dropped_bytes = 0  # output that could not be written (disk full)
 
     def run(self) -> None:
         try:
@@ -120,7 +121,13 @@ class LogPump(threading.Thread):
                 self._reading = False
                 if not chunk:
                     return
-                self.log.write(chunk)
+                try:
+                    self.log.write(chunk)
+                except OSError:
+                    # Disk full (or the file went away): keep draining the pipe, or the
+                    # server blocks on its next write and its requests hang for the whole
+                    # point timeout.  The runner sees the full disk in its own checks.
+                    self.dropped_bytes += len(chunk)
                 self.last_write = time.monotonic()
         finally:
             self.log.close()
