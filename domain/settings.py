@@ -49,6 +49,14 @@ class Settings(BaseSettings):
         description="Security policy for flags (forbidden flags, allowed hosts); unset = the shipped "
         "domain/flags/data/policy.yaml. Edited by an administrator on the runner host; shown read-only in the UI.",
     )
+    executor: Literal["local", "ray"] = Field(
+        default="local",
+        description="Where runs execute: local (this host's GPUs) or ray (any node of a Ray cluster whose "
+        "benchdeck_gpu:<TYPE> resource matches; the daemon stays the only DB writer).",
+    )
+    ray_address: str | None = Field(
+        default=None, description="Ray cluster to join with executor=ray (host:port of the head); unset = auto."
+    )
     runner_id: str = Field(default="runner-local", description="Name this runner host claims runs as.")
     runner_gpu_type: str = Field(default="H200", description="GPU type this runner serves (emulated in demo mode).")
     runner_gpu_count: int = Field(default=8, ge=0, description="Number of GPUs this runner serves.")

@@ -101,10 +101,12 @@ class WarmBenchClient:
     version: str | None = None
     known_flags: set[str] = field(default_factory=set)
     mode: str = "warm"
+    wrap_argv: Callable[[list[str]], list[str]] | None = None  # e.g. runner.lifeline.wrap on a Ray node
 
     def start(self, *, timeout_s: float = 180) -> None:
+        argv = [str(self.python), str(DRIVER)]
         self.child = start_child(
-            [str(self.python), str(DRIVER)], log_path=self.log_path, env=self.env,
+            self.wrap_argv(argv) if self.wrap_argv else argv, log_path=self.log_path, env=self.env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
         ready = self._next_event(timeout_s, cancelled=lambda: False)
@@ -173,6 +175,7 @@ class OneShotBenchClient:
     # Called with each point's process as it starts, so its group is recorded with the
     # attempt and reaped if the runner dies mid-point (as the warm client's is).
     on_start: Callable[[Child], None] | None = None
+    wrap_argv: Callable[[list[str]], list[str]] | None = None  # e.g. runner.lifeline.wrap on a Ray node
 
     def start(self, *, timeout_s: float = 180) -> None:
         self.known_flags = _help_flags(self.python, self.module, self.env, timeout_s)
@@ -181,7 +184,9 @@ class OneShotBenchClient:
         self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool]
     ) -> PointOutcome:
         started = time.time()
-        self.child = start_child([str(self.python), "-m", self.module, *argv], log_path=self.log_path, env=self.env)
+        command = [str(self.python), "-m", self.module, *argv]
+        self.child = start_child(self.wrap_argv(command) if self.wrap_argv else command, log_path=self.log_path,
+                                 env=self.env)
         deadline = time.monotonic() + timeout_s
         try:
             if self.on_start is not None:

@@ -32,7 +32,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,29 +40,26 @@ import filelock
 
 from db import LostRace, RunnerCapabilities, Store
 from db.connection import lock_path_for
-from db.store import Claim, ProcessGroup, utcnow
-from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
-from domain.checks import schema_version_for
-from domain.command import server_argv
+from db.store import Claim
 from domain.flags._data import DataFileError, load_yaml_file
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
-from domain.flags.validate import validate_server_args
-from domain.plan import Point, RunPlan, configuration_id, point_conditions
 from domain.settings import Settings
 from domain.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from runner import engine, host
+from runner.attempt import (
+    AttemptContext,
+    AttemptExecution,
+    Fenced,
+    HostState,
+    StopState,
+    StoreWriter,
+    foreign_reason,
+)
 from runner.bench_client import (
     BenchCancelled,
-    BenchClient,
-    BenchError,
-    OneShotBenchClient,
-    PointOutcome,
-    WarmBenchClient,
-    bench_env,
-    build_bench_argv,
 )
 from runner.process import kill_recorded_group, pick_free_port, port_is_free
-from runner.telemetry import NvmlReader, Sampler, open_nvml, read_server_metrics, summarise, write_parquet
+from runner.telemetry import open_nvml
 
 log = logging.getLogger("benchdeck.runner")
 GPU_MEMORY_TOLERANCE_GB = 1.0
@@ -75,83 +71,23 @@ _DISK_SYMPTOMS = frozenset({FailureKind.SERVER_CRASH, FailureKind.BENCH_FAILED, 
                             FailureKind.STARTUP_TIMEOUT, FailureKind.RUNNER_LOST})
 
 
-class Fenced(Exception):
-    """This runner's lease on the attempt was lost; another party already ended it."""
-
-
-@dataclass
-class StopState:
-    """Warm stop after the first signal, cold after the second."""
-
-    warm: threading.Event = field(default_factory=threading.Event)
-    cold: threading.Event = field(default_factory=threading.Event)
-
-    def request(self) -> None:
-        if self.warm.is_set():
-            self.cold.set()
-        self.warm.set()
-
-
-@dataclass
-class AttemptContext:
-    claim: Claim
-    settings: Settings
-    store: Store
-    runner_id: str
-    stop: StopState
-    cancel: threading.Event = field(default_factory=threading.Event)
-    fenced: threading.Event = field(default_factory=threading.Event)
-    status: AttemptStatus = AttemptStatus.CLAIMED
-    server: engine.EngineServer | None = None
-    client: BenchClient | None = None
-    points_done: int = 0
-    engine_version: str | None = None  # the SGLang version launched (its flag schema, for the emulator)
-    baseline_gpu_gb: float | None = None  # GPU memory in use before launch; teardown must get back to it
-    # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
-    stopped_by_runner: bool = False
-
-    @property
-    def plan(self) -> RunPlan:
-        return self.claim.plan
-
-    @property
-    def attempt_dir(self) -> Path:
-        return self.settings.work_dir / f"attempt-{self.claim.attempt_id}"
-
-    def move(self, new: AttemptStatus) -> None:
-        try:
-            self.store.move_attempt(self.claim.attempt_id, self.runner_id, self.status, new)
-        except LostRace as exc:
-            raise Fenced(str(exc)) from exc
-        self.status = new
-
-    def interrupted(self) -> bool:
-        """True when the attempt must stop now (cold stop, cancel, or a lost lease)."""
-        if self.fenced.is_set():
-            return True
-        if self.stop.cold.is_set():
-            self.stopped_by_runner = True
-            return True
-        return self.cancel.is_set()
-
-
 class Heartbeat(threading.Thread):
     """Renews the lease every ``heartbeat_s``; sets ``fenced`` if it was lost and
     ``cancel`` when the user asked to cancel the run."""
 
-    def __init__(self, ctx: AttemptContext):
+    def __init__(self, ctx: AttemptContext, store: Store, runner_id: str):
         super().__init__(daemon=True, name="heartbeat")
-        self.ctx = ctx
+        self.ctx, self.store, self.runner_id = ctx, store, runner_id
         self._done = threading.Event()
 
     def run(self) -> None:
         ctx, settings = self.ctx, self.ctx.settings
         while not self._done.wait(settings.heartbeat_s):
             try:
-                if not ctx.store.heartbeat(ctx.claim.attempt_id, ctx.runner_id, lease_s=settings.lease_s):
+                if not self.store.heartbeat(ctx.attempt_id, self.runner_id, lease_s=settings.lease_s):
                     ctx.fenced.set()
                     return
-                if ctx.store.cancel_requested_by(ctx.claim.run_id):
+                if self.store.cancel_requested_by(ctx.run_id):
                     ctx.cancel.set()
             except Exception:  # a busy DB delays one beat; the lease covers several
                 log.exception("heartbeat failed")
@@ -218,6 +154,8 @@ class Runner:
         """Fail attempts whose lease expired (runner_lost) and kill the groups they recorded."""
         for expired in self.store.expire_leases(retry_allowed=True, max_attempts=self.settings.max_attempts):
             for group in expired.groups:
+                if group.role.startswith("ray:"):
+                    continue  # on a Ray node: the lifeline killed it with the node's worker
                 killed = kill_recorded_group(group.pgid, group.started_at, grace_s=self.settings.stop_grace_s)
                 log.warning("attempt %s lost its runner; %s group %s %s", expired.attempt_id, group.role,
                             group.pgid, "killed" if killed else "already gone")
@@ -245,6 +183,10 @@ class Runner:
                          "from a backup, or move the WAL aside knowing its writes are lost, then restart.",
                          self.store.db_path, exc, wal)
             return EXIT_DB_UNUSABLE
+        if self.settings.executor == "ray":
+            from runner.ray_executor import RayDispatcher
+
+            return RayDispatcher(self).work(burst=burst)
         while not self.stop.warm.is_set():
             ran = self.run_once()
             if not ran:
@@ -287,10 +229,7 @@ class Runner:
         return self._policy_problem()
 
     def _foreign_reason(self, foreign: list[tuple[int, int, float]]) -> str:
-        found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
-        source = host.gpu_guard_source(self.nvml)
-        label = f" [SIMULATED via {host.SIMULATED_GPU_USERS_ENV}]" if source == "simulated" else ""
-        return f"foreign process on the GPUs: {found}{label}"
+        return foreign_reason(self.nvml, foreign)
 
     def _mark_unhealthy(self, reason: str) -> None:
         self.healthy, self.unhealthy_reason = False, reason
@@ -335,14 +274,37 @@ class Runner:
         self._policy_sha256 = digest
 
     # --- one attempt ----------------------------------------------------------------------
+    def new_context(self, claim: Claim) -> AttemptContext:
+        writer = StoreWriter(self.store, claim.attempt_id, claim.run_id, self.caps.runner_id)
+        return AttemptContext(claim.attempt_id, claim.run_id, claim.attempt_no, claim.plan, self.settings, writer,
+                              self.stop)
+
+    def new_execution(self, ctx: AttemptContext) -> AttemptExecution:
+        return AttemptExecution(ctx, self.nvml, self.nvml_reason, self.host_info, self.sglang_version,
+                                self._edge_policy(), self._policy_sha256,
+                                HostState(mark_unhealthy=self._mark_unhealthy, stuck_port=self._set_stuck_port))
+
+    def _set_stuck_port(self, port: int) -> None:
+        self._stuck_port = port
+
+    def _edge_policy(self) -> Policy:
+        """The policy the runner checks flags against at launch (re-read when its file changed)."""
+        try:
+            return self._load_policy()
+        except (DataFileError, OSError) as exc:
+            self._mark_unhealthy(f"flag policy unreadable: {exc}")
+            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"flag policy unreadable: {exc}") from exc
+
     def execute(self, claim: Claim) -> None:
-        ctx = AttemptContext(claim, self.settings, self.store, self.caps.runner_id, self.stop)
-        beat = Heartbeat(ctx)
+        ctx = self.new_context(claim)
+        beat = Heartbeat(ctx, self.store, self.caps.runner_id)
         beat.start()
+        execution: AttemptExecution | None = None
         outcome: tuple[AttemptStatus, FailureKind | None, str | None] = (
             AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "the runner failed unexpectedly")
         try:
-            self._run_attempt(ctx)
+            execution = self.new_execution(ctx)
+            execution.run()
             outcome = (AttemptStatus.SUCCEEDED, None, None)
         except engine.AttemptCancelled as exc:
             outcome = (AttemptStatus.CANCELLED, None, str(exc))
@@ -365,7 +327,8 @@ class Runner:
             outcome = (AttemptStatus.FAILED, FailureKind.DISK_FULL, f"disk full: {exc!r}")
         finally:
             beat.finish()
-            self._teardown(ctx)
+            if execution is not None:
+                execution.teardown()
             outcome = self._disk_full_outcome(outcome)
             self._finish(ctx, *outcome)
 
@@ -386,239 +349,28 @@ class Runner:
         return AttemptStatus.FAILED, FailureKind.DISK_FULL, f"{full} (seen as: {kind}: {message})"
 
     def _finish(
-        self, ctx: AttemptContext, status: AttemptStatus, kind: FailureKind | None, message: str | None
+        self, ctx: AttemptContext, status: AttemptStatus, kind: FailureKind | None, message: str | None,
+        log_tail: str | None = None,
     ) -> None:
+        """Record the attempt's end (once).  ``log_tail`` comes from the node under Ray."""
         if ctx.fenced.is_set():
-            log.warning("attempt %s was fenced; its end was already recorded", ctx.claim.attempt_id)
+            log.warning("attempt %s was fenced; its end was already recorded", ctx.attempt_id)
             return
         if status is AttemptStatus.CANCELLED and (ctx.stopped_by_runner or self.stop.warm.is_set()) \
                 and not ctx.cancel.is_set():
             message = f"runner stopped after {ctx.points_done} point(s); the run goes back to the queue"
-        log_tail = ctx.server.log_tail() if ctx.server else None
+        if log_tail is None and ctx.server is not None and ctx.server.members:
+            log_tail = ctx.server.log_tail()
         requeue = status is AttemptStatus.CANCELLED and not ctx.cancel.is_set()
         try:
             run_status = self.store.finish_attempt(
-                ctx.claim.attempt_id, ctx.runner_id, ctx.status, status, failure_kind=kind, message=message,
+                ctx.attempt_id, self.caps.runner_id, ctx.status, status, failure_kind=kind, message=message,
                 log_tail=log_tail, retry_allowed=kind not in NEVER_RETRIED, max_attempts=self.settings.max_attempts,
                 requeue_on_cancel=requeue,
             )
-            log.info("attempt %s: %s %s → run %s", ctx.claim.attempt_id, status, kind or "", run_status)
+            log.info("attempt %s: %s %s → run %s", ctx.attempt_id, status, kind or "", run_status)
         except LostRace:
-            log.warning("attempt %s ended elsewhere (lease expired)", ctx.claim.attempt_id)
-
-    def _run_attempt(self, ctx: AttemptContext) -> None:
-        plan, settings = ctx.plan, self.settings
-        version = schema_version_for(plan, self.sglang_version)
-        ctx.engine_version = version
-        self._validate_at_the_edge(plan, version)
-        self._guard_gpus()
-        if self.store.cancel_requested_by(ctx.claim.run_id):
-            ctx.cancel.set()  # cancelled between the claim and the launch: nothing was started
-            raise engine.AttemptCancelled("cancelled before launch")
-        ctx.move(AttemptStatus.STARTING)
-        ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
-        ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
-        try:
-            port = pick_free_port(*settings.engine_port_range)
-        except RuntimeError as exc:
-            self._mark_unhealthy(f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)")
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, str(exc),
-                                        "free a port in BENCHDECK_ENGINE_PORT_RANGE or widen it") from exc
-        argv = server_argv(plan, python=str(settings.sglang_python or ""), port=port, version=version,
-                                  tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None)
-        self._audit_launch(ctx, argv, port, version)
-        try:
-            ctx.server = engine.launch(argv, port=port, log_path=ctx.attempt_dir / "server.log",
-                                       env=dict(os.environ))
-        except engine.AttemptFailure:
-            self._stuck_port = port  # taken between the pick and the launch: someone else is there
-            self._mark_unhealthy(f"port {port} taken at launch (a stale server?)")
-            raise
-        self._record_group(ctx, ctx.server.child.pgid, ctx.server.child.started_at, "server")
-        ready_s = engine.wait_ready(ctx.server, budget_s=settings.startup_timeout_s, cancelled=ctx.interrupted)
-        self._check_answering_server(ctx.server)
-        facts = engine.startup_record(ctx.server, ready_s)
-        ctx.client = self._start_client(ctx)
-        if not self.store.record_startup(
-            ctx.claim.attempt_id, ctx.runner_id, server_argv=argv, startup_facts=facts, host_info=self.host_info,
-            bench_client={"module": ctx.client.module, "version": ctx.client.version, "mode": ctx.client.mode,
-                          "python": str(settings.bench_python)},
-            telemetry_dir=str(ctx.attempt_dir / "telemetry"),
-        ):
-            raise Fenced("lease lost during start-up")
-        ctx.move(AttemptStatus.BENCHMARKING)
-        for point in plan.points():
-            if self.stop.warm.is_set():
-                ctx.stopped_by_runner = True
-                raise engine.AttemptCancelled("runner stopping")
-            if ctx.interrupted():
-                raise engine.AttemptCancelled("cancelled")
-            self._run_point(ctx, point)
-            ctx.points_done += 1
-
-    def _audit_launch(self, ctx: AttemptContext, argv: list[str], port: int, version: str) -> None:
-        """Who launched what: the exact argv (a list, never a shell string) and the
-        configuration hash (the configurations table's id), before the process starts."""
-        self.store.audit(self.caps.runner_id, "launch", ctx.claim.run_id, {
-            "attempt_id": ctx.claim.attempt_id, "attempt_no": ctx.claim.attempt_no, "argv": argv,
-            "config_hash": configuration_id(ctx.plan.configuration_snapshot()),
-            "argv_sha256": hashlib.sha256(json.dumps(argv).encode()).hexdigest(),
-            "engine_version": version, "port": port, "policy_sha256": self._policy_sha256,
-        })
-
-    def _check_answering_server(self, server: engine.EngineServer) -> None:
-        """/health said 200, but from whom?  A stale server that took the port between the
-        check and our bind answers too (SGLang's CI once passed against one); our child then
-        fails to bind.  The listening socket must belong to the launched process tree."""
-        if host.listens_on(server.child.popen.pid, server.port):
-            return
-        self._stuck_port = server.port
-        reason = f"port {server.port} answered /health, but not from the launched server (a stale server?)"
-        self._mark_unhealthy(reason)
-        raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
-                                    "find and stop the process listening on that port")
-
-    def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
-        """The form and the CLI validated already; the runner checks again before launch."""
-        try:
-            policy = self._load_policy()
-        except (DataFileError, OSError) as exc:
-            self._mark_unhealthy(f"flag policy unreadable: {exc}")
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"flag policy unreadable: {exc}") from exc
-        report = validate_server_args(plan.server_args, version, model_dirs=self.settings.model_dirs,
-                                      model=plan.model, policy=policy)
-        if not report.ok:
-            details = "; ".join(issue.message("en") for issue in report.errors)
-            raise engine.AttemptFailure(FailureKind.BAD_ARGS, f"flags rejected for SGLang {version}: {details}")
-
-    def _guard_gpus(self) -> None:
-        """Checked before the claim already (pre-flight); again here for a process that
-        appeared in between."""
-        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
-        if foreign:
-            reason = self._foreign_reason(foreign)
-            self._mark_unhealthy(reason)
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason, "stop that process, then the host recovers")
-
-    def _record_group(self, ctx: AttemptContext, pgid: int, started_at: float, role: str) -> None:
-        if not self.store.record_child(ctx.claim.attempt_id, ctx.runner_id, ProcessGroup(pgid, started_at, role)):
-            raise Fenced("lease lost while launching")
-
-    def _start_client(self, ctx: AttemptContext) -> BenchClient:
-        """A warm client for the sweep; one process per point where the client's version
-        cannot be driven in-process (or where BENCHDECK_BENCH_MODE asks for it)."""
-        env = bench_env(self.settings.tokenizer_dir)
-        log_path = ctx.attempt_dir / "bench.log"
-        client: BenchClient
-        if self.settings.bench_mode != "per-point":
-            client = WarmBenchClient(self.settings.bench_python, log_path, env)
-            try:
-                client.start()
-                return client
-            except BenchError as exc:
-                if self.settings.bench_mode == "warm" or "unsupported" not in str(exc):
-                    raise engine.AttemptFailure(
-                        FailureKind.BENCH_FAILED, str(exc),
-                        f"is BENCHDECK_BENCH_PYTHON ({self.settings.bench_python}) an SGLang environment?",
-                    ) from exc
-            finally:
-                if client.child is not None:
-                    self._record_group(ctx, client.child.pgid, client.child.started_at, "bench")
-        client = OneShotBenchClient(self.settings.bench_python, log_path, env,
-                                    on_start=lambda child: self._record_group(ctx, child.pgid, child.started_at,
-                                                                              "bench"))
-        try:
-            client.start()
-        except BenchError as exc:
-            raise engine.AttemptFailure(FailureKind.BENCH_FAILED, str(exc)) from exc
-        return client
-
-    def _run_point(self, ctx: AttemptContext, point: Point) -> None:
-        assert ctx.server is not None and ctx.client is not None  # noqa: S101 - set by _run_attempt
-        if not self.store.set_current_point(ctx.claim.attempt_id, ctx.runner_id, point.key):
-            raise Fenced("lease lost")
-        output = ctx.attempt_dir / "records" / f"{point.key.replace('/', '_')}.jsonl"
-        output.parent.mkdir(parents=True, exist_ok=True)
-        argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=self.settings.tokenizer_dir,
-                                output_file=output, known_flags=ctx.client.known_flags)
-        samplers = self._start_samplers(ctx.server.base_url)
-        started = utcnow()
-        try:
-            result = ctx.client.run_point(point.key, argv, timeout_s=self.settings.point_timeout_s,
-                                          cancelled=ctx.interrupted)
-        except BenchError as exc:
-            raise self._point_failure(ctx, f"bench client failed at {point.key}: {exc}") from exc
-        finally:
-            samples = [s for sampler in samplers for s in sampler.stop()]
-        finished = utcnow()
-        if not ctx.server.child.alive:
-            raise ctx.server.crash_failure(default=FailureKind.SERVER_CRASH,
-                                           what=f"the server died during {point.key}")
-        if not result.ok:
-            raise self._point_failure(ctx, f"bench_serving failed at {point.key}: {result.error}")
-        raw_text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
-        try:
-            record = last_record(raw_text)
-            metrics = metrics_from_record(record, requested=point.num_prompts)
-        except BadRecord as exc:
-            self.store.record_raw_output(ctx.claim.attempt_id, ctx.runner_id, raw_text[-65_536:])
-            raise engine.AttemptFailure(FailureKind.BAD_OUTPUT, f"unreadable bench record at {point.key}: {exc}",
-                                        "the raw output is kept with the attempt") from exc
-        self._store_point(ctx, point, record, metrics, samples, result, started, finished)
-
-    def _point_failure(self, ctx: AttemptContext, message: str) -> engine.AttemptFailure:
-        assert ctx.server is not None  # noqa: S101
-        if not ctx.server.child.alive:
-            return ctx.server.crash_failure(default=FailureKind.SERVER_CRASH, what=message)
-        return engine.AttemptFailure(FailureKind.BENCH_FAILED, message, "see bench.log in the attempt directory")
-
-    def _start_samplers(self, base_url: str) -> list[Sampler]:
-        samplers = [Sampler(lambda now: read_server_metrics(base_url, now), hz=self.settings.telemetry_hz)]
-        if self.nvml is not None:
-            nvml: NvmlReader = self.nvml
-            samplers.append(Sampler(nvml.read, hz=self.settings.telemetry_hz))
-        for sampler in samplers:
-            sampler.start()
-        return samplers
-
-    def _store_point(self, ctx: AttemptContext, point: Point, record: dict[str, Any], metrics: dict[str, Any],
-                     samples: list[Any], result: PointOutcome, started: Any, finished: Any) -> None:
-        measure_started = result.measure_started_at
-        summaries = summarise(samples, since=measure_started)
-        if self.nvml is None:
-            summaries.append({"source": "gpu", "device": None, "metric": "unavailable", "n": 0, "mean": None,
-                              "p50": None, "max": None, "note": self.nvml_reason})
-        write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
-                      point_key=point.key, since=measure_started)
-        conditions = point_conditions(ctx.plan, point)
-        conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving",
-                          bench_version=ctx.client.version if ctx.client else None,
-                          bench_module=ctx.client.module if ctx.client else None,
-                          engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
-                          warmup_excluded_from_telemetry=measure_started is not None)
-        point_id = self.store.insert_point(
-            ctx.claim.attempt_id, ctx.runner_id, scenario=point.scenario.name, concurrency=point.concurrency,
-            repeat_idx=point.repeat_idx, conditions=conditions, started_at=started, finished_at=finished,
-            metrics=metrics, raw_record=json_safe(record), telemetry=summaries,
-            timing={"mode": ctx.client.mode if ctx.client else None, **result.phases},
-        )
-        if point_id is None:
-            raise Fenced("late write refused: the attempt is no longer ours")
-
-    def _teardown(self, ctx: AttemptContext) -> None:
-        """Stop the client and the server groups; then check the port and GPU memory."""
-        grace = 0.0 if self.stop.cold.is_set() else self.settings.stop_grace_s
-        if ctx.client is not None:
-            ctx.client.close(grace_s=min(grace, 5.0))
-        if ctx.server is not None:
-            ctx.server.stop(grace)
-            if not port_is_free(ctx.server.port):
-                self._stuck_port = ctx.server.port
-                self._mark_unhealthy(f"port {ctx.server.port} still taken after teardown")
-            baseline = ctx.baseline_gpu_gb
-            now_gb = host.gpu_memory_used_gb(self.nvml)
-            if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
-                self._mark_unhealthy(f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
+            log.warning("attempt %s ended elsewhere (lease expired)", ctx.attempt_id)
 
 
 def keep_leftover_wal(db_path: Path, lock_timeout_s: float) -> Path | None:

@@ -27,6 +27,14 @@ class AttemptFailure(Exception):
         self.hint = hint
 
 
+class PortTaken(AttemptFailure):
+    """The port picked for a server was taken by the time it launched (a stale server?)."""
+
+    def __init__(self, port: int):
+        super().__init__(FailureKind.HOST_UNHEALTHY, f"port {port} is taken (a stale server?)")
+        self.port = port
+
+
 class AttemptCancelled(Exception):
     """The user cancelled the run, or the runner is stopping."""
 
@@ -63,7 +71,7 @@ def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str],
     """Start the server with its output in ``log_path``, rotated at ``rotation`` (the
     daemon passes ``LogRotation.from_settings(settings)``)."""
     if not port_is_free(port):
-        raise AttemptFailure(FailureKind.HOST_UNHEALTHY, f"port {port} is taken (a stale server?)")
+        raise PortTaken(port)
     return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv)
 
 

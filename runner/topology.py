@@ -137,6 +137,20 @@ class Launcher:
     ports: PortPicker
     on_launch: Callable[[Member], None]
     rotation: LogRotation = DEFAULT_ROTATION
+    # Called with (member name, argv, ports) just before each process starts: the audit row.
+    before_launch: Callable[[str, list[str], dict[str, int]], None] | None = None
+    # On a Ray node: runner.lifeline.wrap, so servers die with the worker process.
+    wrap_argv: Callable[[list[str]], list[str]] | None = None
+
+    def _launch(self, name: str, argv: list[str], ports: dict[str, int], log_name: str,
+                env: dict[str, str]) -> engine.EngineServer:
+        if self.before_launch is not None:
+            self.before_launch(name, argv, ports)
+        command = self.wrap_argv(argv) if self.wrap_argv else argv
+        server = engine.launch(command, port=ports["http"], log_path=self.attempt_dir / log_name, env=env,
+                               rotation=self.rotation)
+        server.argv = argv  # what was asked for, without the lifeline wrapper
+        return server
 
     def worker_argv(self, slot: ServerSlot, ports: dict[str, int]) -> list[str]:
         argv = server_argv(self.plan, python=self.sglang_python, port=ports["http"], version=self.version,
@@ -159,9 +173,8 @@ class Launcher:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices(slot.gpu_ids, self.env.get("CUDA_VISIBLE_DEVICES"))
         log_name = "server.log" if slot.role == "server" else f"{slot.name}.log"
         argv = self.worker_argv(slot, ports)
-        member = Member(slot.name, slot.role, engine.launch(argv, port=ports["http"],
-                                                            log_path=self.attempt_dir / log_name, env=env,
-                                                            rotation=self.rotation), slot.gpu_ids, ports)
+        member = Member(slot.name, slot.role, self._launch(slot.name, argv, ports, log_name, env), slot.gpu_ids,
+                        ports)
         self.on_launch(member)
         return member
 
@@ -175,9 +188,7 @@ class Launcher:
             prefill=[(w.server.base_url, w.ports["bootstrap"]) for w in workers if w.role == "prefill"],
             decode=[w.server.base_url for w in workers if w.role == "decode"],
         )
-        member = Member("router", "router", engine.launch(argv, port=ports["http"],
-                                                          log_path=self.attempt_dir / "router.log",
-                                                          env=dict(self.env), rotation=self.rotation),
+        member = Member("router", "router", self._launch("router", argv, ports, "router.log", dict(self.env)),
                         (), ports)
         self.on_launch(member)
         return member

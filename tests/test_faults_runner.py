@@ -30,8 +30,8 @@ import pytest
 from db import Store
 from db.queries import INSERT_AUDIT
 from domain.flags.policy import DEFAULT_POLICY_PATH
-from runner import daemon as daemon_module
 from runner import engine as engine_module
+from runner import topology as topology_module
 from runner.daemon import EXIT_DB_UNUSABLE, Runner
 from runner.host import SIMULATED_GPU_USERS_ENV, disk_full
 from tests.support.actors import operator
@@ -228,7 +228,7 @@ def test_a_stale_server_on_the_chosen_port_is_refused(
     any process starts.  taken-after-the-check: the stale server binds after that check too,
     our server cannot bind and the stale one answers /health: the listening socket is not
     ours, so the attempt is refused before any benchmark."""
-    monkeypatch.setattr(daemon_module, "pick_free_port", lambda *a, **k: stale_server)
+    monkeypatch.setattr(topology_module, "pick_free_port", lambda *a, **k: stale_server)
     if race:
         monkeypatch.setattr(engine_module, "port_is_free", lambda *a, **k: True)
     settings = runner_settings(tmp_path / "db.duckdb", tmp_path / "runs")

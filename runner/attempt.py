@@ -1,0 +1,442 @@
+"""One attempt on one host: launch the topology, sweep it with bench_serving, tear it down.
+
+The same code runs in the local daemon and on a Ray node (runner/ray_executor.py).  It
+never talks to DuckDB itself: every write goes through an ``AttemptWriter``.  Locally that
+is the Store, bound to the attempt and fenced by the lease (a refused write raises
+``Fenced``); on a Ray node it is a stream of events that the daemon on the head applies
+to the Store, so the daemon stays the only writer of the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from db.store import ProcessGroup, utcnow
+from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
+from domain.flags.policy import Policy
+from domain.flags.validate import validate_server_args
+from domain.plan import Point, RunPlan, configuration_id, point_conditions
+from domain.settings import Settings
+from domain.states import AttemptStatus, FailureKind
+from runner import engine, host
+from runner import topology as topo
+from runner.bench_client import (
+    BenchClient,
+    BenchError,
+    OneShotBenchClient,
+    PointOutcome,
+    WarmBenchClient,
+    bench_env,
+    build_bench_argv,
+)
+from runner.lifeline import wrap
+from runner.server_log import LogRotation
+from runner.telemetry import NvmlReader, Sample, Sampler, read_server_metrics, summarise, write_parquet
+
+GPU_MEMORY_TOLERANCE_GB = 1.0
+
+
+class Fenced(Exception):
+    """This runner's lease on the attempt was lost; another party already ended it."""
+
+
+@dataclass
+class StopState:
+    """Warm stop after the first signal, cold after the second."""
+
+    warm: threading.Event = field(default_factory=threading.Event)
+    cold: threading.Event = field(default_factory=threading.Event)
+
+    def request(self) -> None:
+        if self.warm.is_set():
+            self.cold.set()
+        self.warm.set()
+
+
+class AttemptWriter(Protocol):
+    """Every write an attempt makes; each one is fenced by the lease where it lands."""
+
+    def move(self, current: AttemptStatus, new: AttemptStatus) -> None: ...
+    def record_child(self, group: ProcessGroup) -> None: ...
+    def record_startup(self, **facts: Any) -> None: ...
+    def set_current_point(self, key: str) -> None: ...
+    def insert_point(self, **point: Any) -> None: ...
+    def record_raw_output(self, raw: str) -> None: ...
+    def audit(self, action: str, details: dict[str, Any]) -> None: ...
+    def cancel_requested(self) -> bool: ...
+
+
+@dataclass
+class HostState:
+    """What an attempt tells the host it runs on: a port left taken, a reason to stop claiming."""
+
+    mark_unhealthy: Callable[[str], None]
+    stuck_port: Callable[[int], None]
+
+
+@dataclass
+class AttemptContext:
+    attempt_id: int
+    run_id: int
+    attempt_no: int
+    plan: RunPlan
+    settings: Settings
+    writer: AttemptWriter
+    stop: StopState
+    cancel: threading.Event = field(default_factory=threading.Event)
+    fenced: threading.Event = field(default_factory=threading.Event)
+    status: AttemptStatus = AttemptStatus.CLAIMED
+    server: topo.Deployment | None = None
+    client: BenchClient | None = None
+    points_done: int = 0
+    engine_version: str | None = None  # the SGLang version launched (its flag schema, for the emulator)
+    baseline_gpu_gb: float | None = None  # GPU memory in use before launch; teardown must get back to it
+    # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
+    stopped_by_runner: bool = False
+    # On a Ray node the kernel kills servers and clients with the worker process.
+    die_with_parent: bool = False
+    hostname: str = field(default_factory=socket.gethostname)
+
+    @property
+    def attempt_dir(self) -> Path:
+        return self.settings.work_dir / f"attempt-{self.attempt_id}"
+
+    def move(self, new: AttemptStatus) -> None:
+        self.writer.move(self.status, new)
+        self.status = new
+
+    def interrupted(self) -> bool:
+        """True when the attempt must stop now (cold stop, cancel, or a lost lease)."""
+        if self.fenced.is_set():
+            return True
+        if self.stop.cold.is_set():
+            self.stopped_by_runner = True
+            return True
+        return self.cancel.is_set()
+
+
+@dataclass
+class AttemptExecution:
+    """The launch, the sweep and the teardown of one attempt (no claim, no lease: the
+    daemon or the Ray executor around it owns those)."""
+
+    ctx: AttemptContext
+    nvml: NvmlReader | None
+    nvml_reason: str | None
+    host_info: dict[str, Any]
+    sglang_version: str | None
+    policy: Policy
+    policy_sha256: str | None
+    host_state: HostState
+
+    @property
+    def settings(self) -> Settings:
+        return self.ctx.settings
+
+    # --- the attempt ------------------------------------------------------------------------
+    def run(self) -> None:
+        ctx, plan, settings = self.ctx, self.ctx.plan, self.settings
+        from domain.checks import schema_version_for
+
+        version = schema_version_for(plan, self.sglang_version)
+        ctx.engine_version = version
+        self._validate_at_the_edge(plan, version)
+        self._guard_gpus()
+        if ctx.writer.cancel_requested():
+            ctx.cancel.set()  # cancelled between the claim and the launch: nothing was started
+            raise engine.AttemptCancelled("cancelled before launch")
+        ctx.move(AttemptStatus.STARTING)
+        ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
+        ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
+        ctx.server = topo.Deployment(plan.topology.kind)
+        launcher = topo.Launcher(
+            plan=plan, version=version, sglang_python=str(settings.sglang_python or ""),
+            router_python=str(settings.router_python),
+            tokenizer_dir=settings.tokenizer_dir if plan.engine == "emulator" else None,
+            attempt_dir=ctx.attempt_dir, env=dict(os.environ), ports=topo.PortPicker(*settings.engine_port_range),
+            on_launch=self._on_launch, rotation=LogRotation.from_settings(settings),
+            wrap_argv=wrap if ctx.die_with_parent else None, before_launch=self._audit_launch,
+        )
+        try:
+            ready = topo.deploy(launcher, ctx.server, budget_s=settings.startup_timeout_s,
+                                cancelled=ctx.interrupted)
+        except engine.PortTaken as exc:
+            self.host_state.stuck_port(exc.port)  # taken between the pick and the launch: someone else is there
+            self.host_state.mark_unhealthy(f"port {exc.port} taken at launch (a stale server?)")
+            raise
+        for member in ctx.server.members:
+            self._check_answering_server(member)
+        facts = self._startup_facts(ctx.server, ready)
+        ctx.client = self._start_client()
+        ctx.writer.record_startup(
+            server_argv=ctx.server.workers[0].server.argv, startup_facts=facts, host_info=self.host_info,
+            bench_client={"module": ctx.client.module, "version": ctx.client.version, "mode": ctx.client.mode,
+                          "python": str(settings.bench_python)},
+            telemetry_dir=str(ctx.attempt_dir / "telemetry"),
+        )
+        ctx.move(AttemptStatus.BENCHMARKING)
+        for point in plan.points():
+            if ctx.stop.warm.is_set():
+                ctx.stopped_by_runner = True
+                raise engine.AttemptCancelled("runner stopping")
+            if ctx.interrupted():
+                raise engine.AttemptCancelled("cancelled")
+            self._run_point(point)
+            ctx.points_done += 1
+
+    def _startup_facts(self, deployment: topo.Deployment, ready: dict[str, float]) -> dict[str, Any]:
+        """The single server's facts as before; with a topology, each role's facts too."""
+        first = deployment.workers[0]
+        facts = engine.startup_record(first.server, ready[first.name])
+        facts["host"] = self.ctx.hostname
+        if deployment.kind != "aggregated":
+            facts["topology"] = deployment.describe()
+            facts["roles"] = {m.name: engine.startup_record(m.server, ready[m.name])
+                              for m in deployment.workers}
+            facts["seconds_to_ready"] = round(max(ready.values()), 3)
+        return facts
+
+    def _audit_launch(self, name: str, argv: list[str], ports: dict[str, int]) -> None:
+        """Who launched what: the exact argv (a list, never a shell string) and the
+        configuration hash (the configurations table's id), before the process starts."""
+        ctx = self.ctx
+        ctx.writer.audit("launch", {
+            "attempt_id": ctx.attempt_id, "attempt_no": ctx.attempt_no, "member": name, "argv": argv,
+            "config_hash": configuration_id(ctx.plan.configuration_snapshot()),
+            "argv_sha256": hashlib.sha256(json.dumps(argv).encode()).hexdigest(),
+            "engine_version": ctx.engine_version, "port": ports.get("http"), "ports": ports,
+            "policy_sha256": self.policy_sha256, "host": ctx.hostname,
+        })
+
+    def _on_launch(self, member: topo.Member) -> None:
+        child = member.server.child
+        self.ctx.writer.record_child(ProcessGroup(child.pgid, child.started_at, member.name))
+
+    def _check_answering_server(self, member: topo.Member) -> None:
+        """/health said 200, but from whom?  A stale server that took the port between the
+        check and our bind answers too (SGLang's CI once passed against one); our child then
+        fails to bind.  The listening socket must belong to the launched process tree."""
+        server = member.server
+        if host.listens_on(server.child.popen.pid, server.port):
+            return
+        self.host_state.stuck_port(server.port)
+        reason = f"port {server.port} answered /health, but not from the launched {member.name} (a stale server?)"
+        self.host_state.mark_unhealthy(reason)
+        raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
+                                    "find and stop the process listening on that port")
+
+    def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
+        """The form and the CLI validated already; the runner checks again before launch,
+        the plan-wide flags and each topology role's own."""
+        checks = [("", plan.server_args)] + [
+            (f"{role}: ", {**plan.server_args, **group.server_args}) for role, group in plan.topology.groups()]
+        for prefix, args in checks:
+            report = validate_server_args(args, version, model_dirs=self.settings.model_dirs, model=plan.model,
+                                          policy=self.policy)
+            if not report.ok:
+                details = "; ".join(issue.message("en") for issue in report.errors)
+                raise engine.AttemptFailure(FailureKind.BAD_ARGS,
+                                            f"{prefix}flags rejected for SGLang {version}: {details}")
+
+    def _guard_gpus(self) -> None:
+        """Checked before the claim already (pre-flight); again here for a process that
+        appeared in between."""
+        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
+        if foreign:
+            reason = foreign_reason(self.nvml, foreign)
+            self.host_state.mark_unhealthy(reason)
+            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason, "stop that process, then the host recovers")
+
+    def _start_client(self) -> BenchClient:
+        """A warm client for the sweep; one process per point where the client's version
+        cannot be driven in-process (or where BENCHDECK_BENCH_MODE asks for it)."""
+        ctx, settings = self.ctx, self.settings
+        env = bench_env(settings.tokenizer_dir)
+        log_path = ctx.attempt_dir / "bench.log"
+        wrap_argv = wrap if ctx.die_with_parent else None
+        client: BenchClient
+        if settings.bench_mode != "per-point":
+            client = WarmBenchClient(settings.bench_python, log_path, env, wrap_argv=wrap_argv)
+            try:
+                client.start()
+                return client
+            except BenchError as exc:
+                if settings.bench_mode == "warm" or "unsupported" not in str(exc):
+                    raise engine.AttemptFailure(
+                        FailureKind.BENCH_FAILED, str(exc),
+                        f"is BENCHDECK_BENCH_PYTHON ({settings.bench_python}) an SGLang environment?",
+                    ) from exc
+            finally:
+                if client.child is not None:
+                    self._record_bench(client.child)
+        client = OneShotBenchClient(settings.bench_python, log_path, env, on_start=self._record_bench,
+                                    wrap_argv=wrap_argv)
+        try:
+            client.start()
+        except BenchError as exc:
+            raise engine.AttemptFailure(FailureKind.BENCH_FAILED, str(exc)) from exc
+        return client
+
+    def _record_bench(self, child: Any) -> None:
+        self.ctx.writer.record_child(ProcessGroup(child.pgid, child.started_at, "bench"))
+
+    def _run_point(self, point: Point) -> None:
+        ctx = self.ctx
+        assert ctx.server is not None and ctx.client is not None  # noqa: S101 - set by run()
+        ctx.writer.set_current_point(point.key)
+        output = ctx.attempt_dir / "records" / f"{point.key.replace('/', '_')}.jsonl"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=self.settings.tokenizer_dir,
+                                output_file=output, known_flags=ctx.client.known_flags)
+        samplers = self._start_samplers(ctx.server)
+        started = utcnow()
+        try:
+            result = ctx.client.run_point(point.key, argv, timeout_s=self.settings.point_timeout_s,
+                                          cancelled=ctx.interrupted)
+        except BenchError as exc:
+            raise self._point_failure(f"bench client failed at {point.key}: {exc}") from exc
+        finally:
+            samples = [s for sampler in samplers for s in sampler.stop()]
+        finished = utcnow()
+        if not ctx.server.alive:
+            raise ctx.server.crash_failure(default=FailureKind.SERVER_CRASH,
+                                           what=f"the server died during {point.key}")
+        if not result.ok:
+            raise self._point_failure(f"bench_serving failed at {point.key}: {result.error}")
+        raw_text = output.read_text(encoding="utf-8", errors="replace") if output.exists() else ""
+        try:
+            record = last_record(raw_text)
+            metrics = metrics_from_record(record, requested=point.num_prompts)
+        except BadRecord as exc:
+            ctx.writer.record_raw_output(raw_text[-65_536:])
+            raise engine.AttemptFailure(FailureKind.BAD_OUTPUT, f"unreadable bench record at {point.key}: {exc}",
+                                        "the raw output is kept with the attempt") from exc
+        self._store_point(point, record, metrics, samples, result, started, finished)
+
+    def _point_failure(self, message: str) -> engine.AttemptFailure:
+        server = self.ctx.server
+        assert server is not None  # noqa: S101
+        if not server.alive:
+            return server.crash_failure(default=FailureKind.SERVER_CRASH, what=message)
+        return engine.AttemptFailure(FailureKind.BENCH_FAILED, message, "see bench.log in the attempt directory")
+
+    def _start_samplers(self, deployment: topo.Deployment) -> list[Sampler]:
+        """Every worker's /metrics (per role under a topology) and NVML."""
+        samplers = []
+        for name, url in deployment.metrics_urls():
+            source = "server" if deployment.kind == "aggregated" else f"server:{name}"
+            samplers.append(Sampler(_server_reader(url, source), hz=self.settings.telemetry_hz))
+        if self.nvml is not None:
+            nvml: NvmlReader = self.nvml
+            samplers.append(Sampler(nvml.read, hz=self.settings.telemetry_hz))
+        for sampler in samplers:
+            sampler.start()
+        return samplers
+
+    def _store_point(self, point: Point, record: dict[str, Any], metrics: dict[str, Any],
+                     samples: list[Any], result: PointOutcome, started: Any, finished: Any) -> None:
+        ctx = self.ctx
+        measure_started = result.measure_started_at
+        summaries = summarise(samples, since=measure_started)
+        if self.nvml is None:
+            summaries.append({"source": "gpu", "device": None, "metric": "unavailable", "n": 0, "mean": None,
+                              "p50": None, "max": None, "note": self.nvml_reason})
+        write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
+                      point_key=point.key, since=measure_started)
+        conditions = point_conditions(ctx.plan, point)
+        conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving",
+                          bench_version=ctx.client.version if ctx.client else None,
+                          bench_module=ctx.client.module if ctx.client else None,
+                          engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
+                          warmup_excluded_from_telemetry=measure_started is not None)
+        ctx.writer.insert_point(
+            scenario=point.scenario.name, concurrency=point.concurrency, repeat_idx=point.repeat_idx,
+            conditions=conditions, started_at=started, finished_at=finished, metrics=metrics,
+            raw_record=json_safe(record), telemetry=summaries,
+            timing={"mode": ctx.client.mode if ctx.client else None, "host": ctx.hostname, **result.phases},
+        )
+
+    def teardown(self) -> None:
+        """Stop the client and every server group; then check the ports and GPU memory."""
+        ctx = self.ctx
+        grace = 0.0 if ctx.stop.cold.is_set() else self.settings.stop_grace_s
+        if ctx.client is not None:
+            ctx.client.close(grace_s=min(grace, 5.0))
+        if ctx.server is not None and ctx.server.members:
+            for port in ctx.server.stop(grace):
+                self.host_state.stuck_port(port)
+                self.host_state.mark_unhealthy(f"port {port} still taken after teardown")
+            baseline = ctx.baseline_gpu_gb
+            now_gb = host.gpu_memory_used_gb(self.nvml)
+            if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
+                self.host_state.mark_unhealthy(
+                    f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
+
+
+def _server_reader(url: str, source: str) -> Callable[[float], list[Sample]]:
+    def read(now: float) -> list[Sample]:
+        samples = read_server_metrics(url, now)
+        if source == "server":
+            return samples
+        return [Sample(s.ts, source, s.device, s.metric, s.value) for s in samples]
+
+    return read
+
+
+def foreign_reason(nvml: NvmlReader | None, foreign: list[tuple[int, int, float]]) -> str:
+    found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
+    source = host.gpu_guard_source(nvml)
+    label = f" [SIMULATED via {host.SIMULATED_GPU_USERS_ENV}]" if source == "simulated" else ""
+    return f"foreign process on the GPUs: {found}{label}"
+
+
+@dataclass
+class StoreWriter:
+    """An attempt's writes into the Store, fenced: a write the Store refuses (the lease is
+    gone) raises ``Fenced`` and the attempt stops writing at once."""
+
+    store: Any  # db.Store (typed loosely: this module is also imported on Ray nodes)
+    attempt_id: int
+    run_id: int
+    runner_id: str
+
+    def move(self, current: AttemptStatus, new: AttemptStatus) -> None:
+        from db import LostRace
+
+        try:
+            self.store.move_attempt(self.attempt_id, self.runner_id, current, new)
+        except LostRace as exc:
+            raise Fenced(str(exc)) from exc
+
+    def record_child(self, group: ProcessGroup) -> None:
+        if not self.store.record_child(self.attempt_id, self.runner_id, group):
+            raise Fenced("lease lost while launching")
+
+    def record_startup(self, **facts: Any) -> None:
+        if not self.store.record_startup(self.attempt_id, self.runner_id, **facts):
+            raise Fenced("lease lost during start-up")
+
+    def set_current_point(self, key: str) -> None:
+        if not self.store.set_current_point(self.attempt_id, self.runner_id, key):
+            raise Fenced("lease lost")
+
+    def insert_point(self, **point: Any) -> None:
+        if self.store.insert_point(self.attempt_id, self.runner_id, **point) is None:
+            raise Fenced("late write refused: the attempt is no longer ours")
+
+    def record_raw_output(self, raw: str) -> None:
+        self.store.record_raw_output(self.attempt_id, self.runner_id, raw)
+
+    def audit(self, action: str, details: dict[str, Any]) -> None:
+        self.store.audit(self.runner_id, action, self.run_id, details)
+
+    def cancel_requested(self) -> bool:
+        return bool(self.store.cancel_requested_by(self.run_id))
