@@ -179,6 +179,7 @@ class ActiveAttempt:
     gpu_type: str
     thread: threading.Thread
     started: threading.Event = field(default_factory=threading.Event)  # placed on a node
+    node_runner_id: str | None = None  # the runners-table id of the node it was placed on
 
 
 class RayDispatcher:
@@ -294,6 +295,10 @@ class RayDispatcher:
         except ray.exceptions.RayError as exc:
             outcome = (AttemptStatus.FAILED, FailureKind.RUNNER_LOST, f"Ray node or worker lost: {type(exc).__name__}")
             log.warning("attempt %s: %s", claim.attempt_id, exc)
+            node = self.active[claim.attempt_id].node_runner_id
+            if node is not None:  # Ray may take a while to call the node dead; this attempt knows now
+                runner.store.runner_heartbeat(node, healthy=False,
+                                              unhealthy_reason=f"Ray node lost during attempt {claim.attempt_id}")
         finally:
             self.active[claim.attempt_id].started.set()
             beat.finish()
@@ -324,6 +329,7 @@ class RayDispatcher:
     def _apply(self, ctx: AttemptContext, claim: Claim, event: dict[str, Any]) -> None:
         writer, kind = ctx.writer, event["kind"]
         if kind == "node":
+            self.active[claim.attempt_id].node_runner_id = runner_id_for(event["host"], event["node_id"])
             self.active[claim.attempt_id].started.set()
             self._refresh_nodes(force=True)
             writer.audit("placed", {"attempt_id": claim.attempt_id, "host": event["host"],
@@ -347,6 +353,10 @@ class RayDispatcher:
             log.warning("attempt %s: node reports: %s", claim.attempt_id, event["reason"])
 
 
+def runner_id_for(host_name: str, node_id: str) -> str:
+    return f"ray:{host_name}:{node_id[:8]}"
+
+
 def node_runner_id(node: dict[str, Any]) -> str:
-    host_name = node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?")
-    return f"ray:{host_name}:{str(node.get('NodeID', ''))[:8]}"
+    return runner_id_for(node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?"),
+                         str(node.get("NodeID", "")))

@@ -108,7 +108,7 @@ def test_a_node_dying_mid_run_is_runner_lost_and_the_other_runs_complete(
         time.sleep(0.5)
     assert _engines_left(env[MARK]) == []
     dead = [r for r in store.list_runners() if r["id"].startswith("ray:") and not r["healthy"]]
-    assert dead and dead[0]["unhealthy_reason"] == "Ray node is dead"
+    assert dead and dead[0]["unhealthy_reason"].startswith("Ray node")
 
 
 @pytest.mark.parametrize("state", ["benchmarking"])
