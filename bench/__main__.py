@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import compare_queries, db_lock, runner_gaps
+from bench import compare_queries, db_lock, ray_dispatch, runner_gaps
 
 BENCHMARKS = {
     "db_lock": db_lock.run,
     "runner_gaps": runner_gaps.run,
     "compare_queries": compare_queries.run,
+    "ray_dispatch": ray_dispatch.run,
 }
 
 
