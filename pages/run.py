@@ -147,6 +147,8 @@ def points_section(points: list[dict[str, Any]], run: dict[str, Any]) -> None:
         st.caption(t("run.no_points", lang))
         return
     frame = pd.DataFrame(points)[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS)
+    # Which host ran each point (a Ray node, or this runner host); imported points: unknown.
+    frame[t("run.col_host", lang)] = [json.loads(p.get("timing") or "{}").get("host") or "—" for p in points]
     st.dataframe(frame, hide_index=True, width="stretch")
     chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
                             var_name="metric")
@@ -170,8 +172,13 @@ def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) 
     samples = pd.concat([pq.read_table(f).to_pandas() for f in files[-8:]], ignore_index=True)
     samples = samples[~samples["warmup"]]
     samples["t"] = samples["ts"] - samples["ts"].min()
+    # Under a router or PD topology each worker's /metrics is its own source
+    # ("server:prefill-0", ...): colour by source then, so the roles stay apart.
+    by_role = samples["source"].astype(str).str.startswith("server:").any()
     sparks = alt.Chart(samples).mark_line().encode(
-        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None), color="point:N",
+        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None),
+        color=alt.Color("source:N" if by_role else "point:N", legend=alt.Legend(orient="bottom", labelLimit=400)),
+        detail="point:N",
     ).properties(height=90, width=260).facet(facet=alt.Facet("metric:N", title=None), columns=3).resolve_scale(
         y="independent")
     st.altair_chart(sparks)
@@ -184,10 +191,14 @@ def facts_section(run: dict[str, Any], attempt: dict[str, Any] | None) -> None:
         st.code(dump_plan(plan), language="yaml")
     if attempt is None:
         return
-    if attempt["server_argv"]:
+    facts = json.loads(attempt["startup_facts"] or "{}")
+    topology = facts.pop("topology", None)
+    roles = facts.pop("roles", None)
+    if topology:
+        topology_section(topology, roles or {})
+    elif attempt["server_argv"]:
         with st.expander(t("run.command", lang)):
             st.code(" ".join(json.loads(attempt["server_argv"])), language="bash", wrap_lines=True)
-    facts = json.loads(attempt["startup_facts"] or "{}")
     if facts:
         info = facts.pop("server_info", {})
         cols = st.columns(4)
@@ -205,6 +216,27 @@ def facts_section(run: dict[str, Any], attempt: dict[str, Any] | None) -> None:
     if attempt["log_tail"]:
         with st.expander(t("run.log_tail", lang), expanded=attempt["status"] == "failed"):
             st.code(attempt["log_tail"][-8000:], language="log")
+
+
+def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
+    """A router or PD topology as launched: every member, its GPUs, ports, start-up facts
+    and exact command."""
+    st.subheader(t("run.topology", lang, kind=topology.get("kind", "?")))
+    rows = []
+    for member in topology.get("members", []):
+        role_facts = roles.get(member["name"], {})
+        rows.append({
+            t("run.col_member", lang): member["name"], t("run.col_role", lang): member["role"],
+            "GPUs": ",".join(map(str, member.get("gpu_ids") or [])) or "—",
+            t("run.col_ports", lang): ", ".join(f"{k} {v}" for k, v in (member.get("ports") or {}).items()),
+            "max_total_num_tokens": role_facts.get("max_total_num_tokens"),
+            t("run.ready_in", lang): role_facts.get("seconds_to_ready"),
+        })
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    with st.expander(t("run.command", lang)):
+        for member in topology.get("members", []):
+            st.caption(member["name"])
+            st.code(" ".join(member.get("argv") or []), language="bash", wrap_lines=True)
 
 
 @st.fragment(run_every="2s")

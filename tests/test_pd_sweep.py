@@ -77,3 +77,7 @@ def test_pd_sweeps_through_the_router_and_compare_with_aggregated(
         expect(page.get_by_text(re.compile(rf"#{pd2} — "))).to_be_visible(timeout=30_000)
         page.wait_for_timeout(3000)
         screenshot(page, "compare-pd-vs-aggregated-en")
+        page.goto(f"{url}/run?run={pd2}&lang=en")
+        expect(page.get_by_text("Topology (pd)")).to_be_visible(timeout=30_000)
+        page.wait_for_timeout(2500)
+        screenshot(page, "run-pd-2p1d-en")
