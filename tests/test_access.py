@@ -196,3 +196,29 @@ def test_proxy_identity_only_from_the_trusted_address(env: dict[str, str], store
                 screenshot(page, "auth-proxy-refused")
         finally:
             browser.close()
+
+
+# --- cross-origin writes, and the server's own protections ---------------------------------------
+
+
+def test_streamlit_protections_stay_on() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["enableXsrfProtection"] is True
+    assert config["server"]["enableCORS"] is True
+    assert config["server"]["address"] == "127.0.0.1"
+    assert config["client"]["showErrorDetails"] == "none"
+
+
+@pytest.mark.slow
+def test_a_cross_origin_write_without_the_xsrf_token_is_refused(env: dict[str, str]) -> None:
+    """Reliability §5 case 22: the app's only HTTP write (file upload) needs Streamlit's XSRF
+    token, which a page from another origin cannot read."""
+    import requests
+
+    with running_app(env) as url:
+        refused = requests.put(f"{url}/_stcore/upload_file/some-session/some-file",
+                               files={"file": ("plan.yaml", b"name: x\n")},
+                               headers={"Origin": "http://evil.example"}, timeout=10)
+    assert refused.status_code == 403
