@@ -131,6 +131,21 @@ def _health(runner: dict[str, Any], age_s: float) -> str:
     return f"{t('runs.unhealthy', lang)}: {runner['unhealthy_reason']}"
 
 
+def health_summary(runners: list[dict[str, Any]]) -> None:
+    """One line for all runner hosts (local daemons and Ray nodes), and each problem named."""
+    now = _now()
+    states = [_health(r, (now - r["heartbeat_at"]).total_seconds()) for r in runners]
+    ok_text, offline_text = t("runs.healthy", lang), t("runs.offline", lang)
+    healthy = sum(state == ok_text for state in states)
+    offline = sum(state == offline_text for state in states)
+    gpus = sum(int(r["gpu_count"]) for r, state in zip(runners, states, strict=True) if state == ok_text)
+    st.caption(t("runs.health_summary", lang, total=len(runners), healthy=healthy, offline=offline,
+                 unhealthy=len(runners) - healthy - offline, gpus=gpus))
+    for runner, state in zip(runners, states, strict=True):
+        if state not in (ok_text, offline_text):
+            st.warning(f"{runner['id']} ({runner['host']}): {state}", icon=":material/warning:")
+
+
 def runners_frame(runners: list[dict[str, Any]]) -> pd.DataFrame:
     now = _now()
     return pd.DataFrame([{
@@ -170,6 +185,7 @@ def live() -> None:
         )
     st.subheader(t("runs.runners", lang))
     if runners:
+        health_summary(runners)
         st.dataframe(runners_frame(runners), hide_index=True, width="stretch")
     else:
         st.caption(t("runs.no_runners", lang))

@@ -83,3 +83,17 @@ def test_busy_when_the_db_lock_is_held_elsewhere(app_env: Path) -> None:
         at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception
     assert any("busy" in w.value for w in at.warning)
+
+
+def test_runs_page_summarises_runner_health_and_names_each_problem(app_env: Path) -> None:
+    store = Store(app_env)
+    store.migrate()
+    store.register_runner("gpu-a", host="a", gpu_type="H200", gpu_count=8, sglang_version="0.5.23", healthy=True,
+                          unhealthy_reason=None, info={})
+    store.register_runner("ray:b:1234abcd", host="b", gpu_type="H100", gpu_count=8, sglang_version=None,
+                          healthy=False, unhealthy_reason="disk full: /data 100% used", info={"executor": "ray"})
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception
+    assert any("2 hosts: 1 healthy, 1 unhealthy, 0 offline (8 GPUs on healthy hosts)" in c.value for c in at.caption)
+    assert any("ray:b:1234abcd (b)" in w.value and "disk full" in w.value for w in at.warning)
