@@ -54,3 +54,23 @@ def browser_page() -> Iterator[object]:
             yield page
         finally:
             browser.close()
+
+
+@pytest.fixture
+def app_env(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """AppTest runs pages in this process: point the settings at this test's DB and clear
+    Streamlit's caches (the Store is cached per process, and each test has its own file)."""
+    import streamlit as st
+
+    from domain.settings import get_settings
+
+    monkeypatch.setenv("BENCHDECK_DB", str(db_path))
+    monkeypatch.setenv("BENCHDECK_LANGUAGE", "en")
+    monkeypatch.setenv("BENCHDECK_WORK_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("BENCHDECK_LOCK_TIMEOUT_S", "0.5")
+    get_settings.cache_clear()
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield db_path
+    get_settings.cache_clear()
+    st.cache_resource.clear()

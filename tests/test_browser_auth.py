@@ -140,8 +140,8 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         expect(op_page.get_by_role("button", name="Cancel")).to_have_count(0)
         op_page.goto(f"{url}/run?run={mine}&lang=en")
         op_page.get_by_role("button", name="Cancel").click()
-        _wait(lambda: store.get_run(mine)["status"] == "cancelled", "op1's cancel")  # type: ignore[index]
-        assert store.get_run(others)["status"] == "queued"  # type: ignore[index]
+        _wait(lambda: store.get_run(mine)["status"] == "cancelled", "op1's cancel")
+        assert store.get_run(others)["status"] == "queued"
         screenshot(op_page, "auth-operator-run")
 
         # Admin: re-prioritises op2's run and reads the audit log.
@@ -151,7 +151,7 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         priority.fill("7")
         priority.press("Tab")  # Enter would submit the form with its first button (Cancel)
         admin_page.get_by_role("button", name="Re-prioritise").click()
-        _wait(lambda: store.get_run(others)["priority"] == 7, "admin's re-prioritise")  # type: ignore[index]
+        _wait(lambda: store.get_run(others)["priority"] == 7, "admin's re-prioritise")
         admin_page.goto(f"{url}/audit?lang=en")
         expect(admin_page.get_by_text("entries (newest first")).to_be_visible(timeout=30_000)
         admin_page.wait_for_timeout(2000)

@@ -2,35 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import filelock
-import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from db import Store
 from db.connection import lock_path_for
-from domain.settings import get_settings
 from tests.conftest import ROOT
 from tests.support.actors import admin
 
 APP = str(ROOT / "app.py")
-
-
-@pytest.fixture
-def app_env(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    monkeypatch.setenv("BENCHDECK_DB", str(db_path))
-    monkeypatch.setenv("BENCHDECK_LANGUAGE", "en")
-    monkeypatch.setenv("BENCHDECK_WORK_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("BENCHDECK_LOCK_TIMEOUT_S", "0.5")
-    get_settings.cache_clear()
-    st.cache_data.clear()
-    st.cache_resource.clear()  # the Store is cached per process: a new DB file per test
-    yield db_path
-    get_settings.cache_clear()
-    st.cache_resource.clear()
 
 
 def _build_page() -> AppTest:

@@ -64,7 +64,7 @@ def test_impossible_layouts_are_refused_with_the_reason(topology: dict[str, obje
 
 
 def test_old_plans_and_aggregated_configuration_ids_are_unchanged() -> None:
-    old = _plan("aggregated", 1)  # type: ignore[arg-type]
+    old = _plan("aggregated", 1)
     assert old.topology == Topology()
     assert old.configuration_snapshot()["topology"] == {"kind": "aggregated"}
 
@@ -104,7 +104,7 @@ def test_a_topology_starts_in_order_serves_through_the_router_and_stops_as_one(
     topology: dict[str, object], tmp_path: Path
 ) -> None:
     plan = _plan(topology, 4, server_args={"max-running-requests": 8})
-    mark, launched = uuid.uuid4().hex, []
+    mark, launched = uuid.uuid4().hex, list[str]()
     deployment = deploy_mod.Deployment(plan.topology.kind)
     try:
         ready = deploy_mod.deploy(_launcher(plan, tmp_path, mark, launched), deployment, budget_s=90,
@@ -133,7 +133,7 @@ def test_a_topology_starts_in_order_serves_through_the_router_and_stops_as_one(
 @pytest.mark.slow
 def test_a_worker_that_dies_in_start_up_fails_the_deployment_and_leaves_nothing(tmp_path: Path) -> None:
     plan = _plan({"kind": "pd", "prefill": {}, "decode": {}}, 2)
-    mark, launched = uuid.uuid4().hex, []
+    mark, launched = uuid.uuid4().hex, list[str]()
     launcher = _launcher(plan, tmp_path, mark, launched)
     plain_argv = launcher.worker_argv
 

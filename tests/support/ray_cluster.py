@@ -66,7 +66,8 @@ _HANDED_OUT: set[int] = set()
 def _distinct_free_ports(count: int) -> list[int]:
     """Ports free now and never handed out before in this process (binding port 0 twice in
     a row can return the same port once the first socket is closed)."""
-    held, ports = [], []
+    held: list[socket.socket] = []
+    ports: list[int] = []
     try:
         while len(ports) < count:
             sock = socket.socket()
