@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from domain.flags.argv import render_argv
@@ -40,6 +41,24 @@ def server_argv(
                  "--emulate-sglang-version", version]
         if tokenizer_dir is not None:
             argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
+    return argv
+
+
+def worker_argv(
+    plan: RunPlan, slot: ServerSlot, *, python: str, ports: Mapping[str, int | str], version: str,
+    tokenizer_dir: Path | None, app_python: str = sys.executable,
+) -> list[str]:
+    """One server of a topology: its flags and GPU count, its HTTP port, and (router and
+    PD topologies) its own NCCL port and, on a prefill server, its PD bootstrap port.  The
+    runner passes the ports it picked; the build page passes placeholders."""
+    if slot.role == "server":
+        return server_argv(plan, python=python, port=ports["http"], version=version, tokenizer_dir=tokenizer_dir,
+                           app_python=app_python)
+    argv = server_argv(plan, python=python, port=ports["http"], version=version, tokenizer_dir=tokenizer_dir,
+                       app_python=app_python, slot=slot)
+    argv += ["--nccl-port", str(ports["nccl"])]
+    if slot.role == "prefill":
+        argv += ["--disaggregation-bootstrap-port", str(ports["bootstrap"])]
     return argv
 
 

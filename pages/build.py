@@ -27,7 +27,7 @@ from domain.command import (
     PYTHON_PLACEHOLDER,
     command_preview,
     router_argv,
-    server_argv,
+    worker_argv,
 )
 from domain.estimate import plan_seconds
 from domain.flags.drift import apply_translations
@@ -763,15 +763,14 @@ def topology_commands(plan: RunPlan, version: str) -> None:
     st.caption(t("build.topo.router_note", lang))
     for role, group in plan.topology.groups():
         slot = next(s for s in slots if s.role == role)
+        placeholders = {"http": f"<{slot.name}-port>", "nccl": f"<{slot.name}-nccl>",
+                        "bootstrap": f"<{slot.name}-bootstrap>"}
         try:
-            worker = server_argv(plan, python=PYTHON_PLACEHOLDER, port=f"<{slot.name}-port>", version=version,
-                                 tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER, slot=slot)
+            worker = worker_argv(plan, slot, python=PYTHON_PLACEHOLDER, ports=placeholders, version=version,
+                                 tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER)
         except ValueError as exc:
             st.caption(t("build.topo.no_command", lang, detail=str(exc)))
             continue
-        worker += ["--nccl-port", f"<{slot.name}-nccl>"]
-        if role == "prefill":
-            worker += ["--disaggregation-bootstrap-port", f"<{slot.name}-bootstrap>"]
         env = "CUDA_VISIBLE_DEVICES=" + ",".join(map(str, slot.gpu_ids))
         st.markdown(t("build.topo.worker_command" if group.count > 1 else "build.topo.worker_command_one", lang,
                       name=slot.name, role=_role_name(role), count=group.count))

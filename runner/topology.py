@@ -22,7 +22,7 @@ from typing import Any
 import requests
 
 from domain.command import router_argv as build_router_argv
-from domain.command import server_argv
+from domain.command import worker_argv
 from domain.plan import RunPlan
 from domain.states import FailureKind
 from domain.topology import ServerSlot, layout
@@ -153,14 +153,8 @@ class Launcher:
         return server
 
     def worker_argv(self, slot: ServerSlot, ports: dict[str, int]) -> list[str]:
-        argv = server_argv(self.plan, python=self.sglang_python, port=ports["http"], version=self.version,
-                           tokenizer_dir=self.tokenizer_dir, slot=None if slot.role == "server" else slot)
-        if slot.role == "server":
-            return argv
-        argv += ["--nccl-port", str(ports["nccl"])]
-        if slot.role == "prefill":
-            argv += ["--disaggregation-bootstrap-port", str(ports["bootstrap"])]
-        return argv
+        return worker_argv(self.plan, slot, python=self.sglang_python, ports=ports, version=self.version,
+                           tokenizer_dir=self.tokenizer_dir)
 
     def launch_worker(self, slot: ServerSlot) -> Member:
         ports = {"http": self.ports()}
