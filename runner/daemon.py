@@ -41,7 +41,7 @@ import filelock
 from db import LostRace, RunnerCapabilities, Store
 from db.connection import lock_path_for
 from db.store import Claim
-from domain.flags._data import DataFileError, load_yaml_file
+from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 from domain.settings import Settings
 from domain.states import NEVER_RETRIED, AttemptStatus, FailureKind
@@ -246,12 +246,11 @@ class Runner:
             return "missing"
 
     def _load_policy(self) -> Policy:
-        """The policy as the file says now.  domain/flags caches data files by path (they
-        change only on deploy), but the administrator edits this one on a live host: read
-        it again whenever its content changed."""
+        """The policy as the file says now: read again whenever its content changed (the
+        loader's cache follows mtime and size; the digest also catches an edit that kept both)."""
         digest = self._policy_digest()
         if self._policy_loaded is None or self._policy_loaded[0] != digest:
-            load_yaml_file.cache_clear()
+            forget_cached_files()
             self._policy_loaded = (digest, load_policy(self.settings.flag_policy_file))
         return self._policy_loaded[1]
 

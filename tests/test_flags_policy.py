@@ -148,3 +148,20 @@ def test_a_policy_naming_an_unknown_category_fails_to_load(tmp_path: Path) -> No
     custom.write_text(text.replace("category: code_execution}", "category: nonsense}", 1), encoding="utf-8")
     with pytest.raises(DataFileError, match="nonsense"):
         load_policy(custom)
+
+
+def test_an_edited_policy_file_is_read_again_without_a_restart(tmp_path) -> None:
+    """The administrator edits the policy on a live host: the app and the runner see it."""
+    import os
+
+    from domain.flags.policy import DEFAULT_POLICY_PATH, load_policy
+
+    path = tmp_path / "policy.yaml"
+    text = DEFAULT_POLICY_PATH.read_text(encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    before = load_policy(path)
+    assert "enable-dp-attention" not in before.runner_owned
+    path.write_text(text.replace("    - gated-launch-port", "    - gated-launch-port\n    - enable-dp-attention"),
+                    encoding="utf-8")
+    os.utime(path, ns=(time_ns := os.stat(path).st_mtime_ns + 1_000_000, time_ns))
+    assert "enable-dp-attention" in load_policy(path).runner_owned

@@ -20,9 +20,19 @@ class DataFileError(ValueError):
     """A data file is missing, unreadable or not shaped as its loader expects."""
 
 
-@lru_cache(maxsize=32)
 def load_yaml_file(path: Path) -> dict[str, Any]:
-    """The mapping at the top of ``path``; cached because the files change only on deploy."""
+    """The mapping at the top of ``path``, cached by the file's modification time and size:
+    most data files change only on deploy, but the flag policy is edited by an
+    administrator on a live host, and the app and the runner must both see the edit."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise DataFileError(f"{path}: {exc}") from exc
+    return _load_yaml_file(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _load_yaml_file(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -46,3 +56,8 @@ def bilingual(raw: object, where: str) -> dict[str, str]:
 
 def pick_language(texts: dict[str, str], lang: str) -> str:
     return texts.get(lang) or texts["en"]
+
+
+def forget_cached_files() -> None:
+    """Drop every cached file (a content change that kept mtime and size, in a test)."""
+    _load_yaml_file.cache_clear()
