@@ -13,7 +13,7 @@ import requests
 
 from domain.command import LOOPBACK
 from domain.states import FailureKind
-from runner.logparse import classify, startup_facts
+from runner.logparse import classify, startup_facts, startup_stage
 from runner.process import Child, port_is_free, start_child, stop_group, tail
 from runner.server_log import DEFAULT_ROTATION, LogRotation
 
@@ -95,10 +95,14 @@ def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[],
         if _status(f"{server.base_url}/health") == 200:
             return time.monotonic() - start
         if time.monotonic() - start > budget_s:
+            stage = startup_stage(tail(server.child.log_path, 400_000))
             raise AttemptFailure(
                 FailureKind.STARTUP_TIMEOUT,
-                f"the server was not ready within {budget_s:.0f} s (BENCHDECK_STARTUP_TIMEOUT_S)",
-                "large models take 10–60 min to load; raise the budget, or look at the log for a stalled phase",
+                f"timeout: startup:{stage} — the server was not ready within {budget_s:.0f} s "
+                "(BENCHDECK_STARTUP_TIMEOUT_S)",
+                "init = NCCL/distributed set-up (check --dist-timeout, the network); weights/kv_cache/cuda_graphs = "
+                "loading (large models take 10–60 min: raise the budget); warmup = HTTP up but the first request "
+                "never finished",
             )
         time.sleep(0.25)
 

@@ -81,6 +81,27 @@ _STARTUP_LINES = {
 }
 READY_LINE = "The server is fired up and ready to roll!"
 
+# SGLang's start-up in order: the stage a log has reached is named by the last of these
+# markers found, so a start-up timeout can say where it stalled ("startup:<stage>").
+_STAGE_MARKERS = (
+    ("weights", _p(r"Load weight begin")),
+    ("kv_cache", _p(r"Load weight end")),
+    ("cuda_graphs", _p(r"KV Cache is allocated|Capture .*cuda graph begin")),
+    ("http_server", _p(r"Capture .*cuda graph end|max_total_num_tokens=")),
+    ("warmup", _p(r"Uvicorn running on|Application startup complete|HTTP server listening")),
+)
+
+
+def startup_stage(log_text: str) -> str:
+    """Where a start-up got to: ``init`` (before weight loading: process start, NCCL and
+    distributed init), ``weights``, ``kv_cache``, ``cuda_graphs``, ``http_server`` or
+    ``warmup`` (HTTP up, the warmup request not done)."""
+    stage = "init"
+    for name, pattern in _STAGE_MARKERS:
+        if pattern.search(log_text):
+            stage = name
+    return stage
+
 
 def startup_facts(log_text: str) -> dict[str, float]:
     """Start-up phases parsed from the log (weight load, KV allocation, CUDA graphs)."""

@@ -68,3 +68,22 @@ The server is fired up and ready to roll!
     assert facts["kv_cache_tokens"] == 674458 and facts["max_total_num_tokens"] == 674458
     assert facts["max_running_requests"] == 64 and facts["available_gpu_mem_gb"] == 20.81
     assert facts["cuda_graph_elapsed_s"] == 12.4
+
+
+@pytest.mark.parametrize(
+    ("lines", "stage"),
+    [
+        ([], "init"),
+        (["[2026-11-30 TP0] Load weight begin. avail mem=139.10 GB"], "weights"),
+        (["Load weight begin. avail mem=139.10 GB", "Load weight end. elapsed=42.1 s, mem usage=56.9 GB"],
+         "kv_cache"),
+        (["Load weight end. elapsed=42.1 s", "KV Cache is allocated. #tokens: 674458"], "cuda_graphs"),
+        (["KV Cache is allocated. #tokens: 1", "Capture cuda graph end. Time elapsed: 12.00 s"], "http_server"),
+        (["max_total_num_tokens=674458, chunked_prefill_size=8192", "INFO:     Uvicorn running on http://127.0.0.1:30000"],
+         "warmup"),
+    ],
+)
+def test_the_startup_stage_a_log_reached_is_named(lines: list[str], stage: str) -> None:
+    from runner.logparse import startup_stage
+
+    assert startup_stage("\n".join(lines)) == stage

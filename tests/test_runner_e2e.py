@@ -98,6 +98,7 @@ def test_a_server_that_never_becomes_ready_times_out(store: Store, env: dict[str
     [attempt] = store.attempts_of(run_id)
     assert (attempt["status"], attempt["failure_kind"]) == ("failed", "startup_timeout")
     assert "BENCHDECK_STARTUP_TIMEOUT_S" in attempt["message"]
+    assert attempt["message"].startswith("timeout: startup:warmup")  # HTTP up, never ready: the stage is named
     assert_nothing_left(renv[MARK])
 
 
