@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from db.store import ProcessGroup, utcnow
 from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
+from domain.checks import schema_version_for
 from domain.flags.policy import Policy
 from domain.flags.validate import validate_server_args
 from domain.plan import Point, RunPlan, configuration_id, point_conditions
@@ -144,8 +145,6 @@ class AttemptExecution:
     # --- the attempt ------------------------------------------------------------------------
     def run(self) -> None:
         ctx, plan, settings = self.ctx, self.ctx.plan, self.settings
-        from domain.checks import schema_version_for
-
         version = schema_version_for(plan, self.sglang_version)
         ctx.engine_version = version
         self._validate_at_the_edge(plan, version)

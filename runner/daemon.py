@@ -218,7 +218,7 @@ class Runner:
             self._stuck_port = None
         foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
         if foreign:
-            return self._foreign_reason(foreign)
+            return foreign_reason(self.nvml, foreign)
         full = host.disk_full(self.settings.work_dir)
         if full is not None:
             return f"disk full: {full}"
@@ -227,9 +227,6 @@ class Runner:
         except RuntimeError as exc:
             return f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)"
         return self._policy_problem()
-
-    def _foreign_reason(self, foreign: list[tuple[int, int, float]]) -> str:
-        return foreign_reason(self.nvml, foreign)
 
     def _mark_unhealthy(self, reason: str) -> None:
         self.healthy, self.unhealthy_reason = False, reason

@@ -224,8 +224,9 @@ class RayDispatcher:
 
     def _claim_what_fits(self) -> bool:
         runner, claimed = self.runner, False
+        alive = [n for n in ray.nodes() if n.get("Alive")]  # one GCS call per pass, not one per GPU type
         for gpu_type, free in self._free_gpus().items():
-            largest = self._largest_node(gpu_type)
+            largest = max((n["Resources"].get(gpu_resource(gpu_type), 0.0) for n in alive), default=0.0)
             if free < 1 or largest < 1:
                 continue
             caps = RunnerCapabilities(runner.caps.runner_id, gpu_type, int(min(free, largest)),
@@ -247,10 +248,6 @@ class RayDispatcher:
                 del self.active[attempt_id]
 
     # --- nodes as runner hosts ---------------------------------------------------------------
-    def _largest_node(self, gpu_type: str) -> float:
-        return max((n["Resources"].get(gpu_resource(gpu_type), 0.0) for n in ray.nodes() if n.get("Alive")),
-                   default=0.0)
-
     def _refresh_nodes(self, force: bool = False) -> None:
         if not force and time.monotonic() - self._nodes_seen_at < NODE_REFRESH_S:
             return
