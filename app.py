@@ -6,10 +6,10 @@ db/ and domain/ return; they never start processes.
 
 import streamlit as st
 
-from domain.access import Action, permits
-from domain.i18n import t
-from pages.auth import gate
-from pages.common import current_language, language_switch
+from domain.core.access import Action, permits
+from domain.core.i18n import t
+from pages.parts.auth import gate
+from pages.parts.common import current_language, language_switch
 
 st.set_page_config(page_title="benchdeck", page_icon=":material/monitoring:", layout="wide")
 

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.synthetic import fill
 from db import Store
-from db.synthetic import fill
-from domain.export import build_comparison
-from domain.frames import points_frame
+from domain.results.frames import points_frame
+from domain.slides.export import build_comparison
 
 REPEATS = 40
 
@@ -36,7 +36,7 @@ def _render_compare(db: Path, ids: list[int]) -> float:
     from streamlit.testing.v1 import AppTest
 
     os.environ["BENCHDECK_DB"] = str(db)
-    from domain.settings import get_settings
+    from domain.core.settings import get_settings
 
     get_settings.cache_clear()
     root = Path(__file__).resolve().parent.parent

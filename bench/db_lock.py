@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from db import Store
-from domain.access import Actor, Role
-from domain.plan import RunPlan
-from domain.quotas import Quotas
+from domain.core.access import Actor, Role
+from domain.plan.quotas import Quotas
+from domain.plan.run_plan import RunPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from db import Store
-from domain.access import Actor, Role
-from domain.plan_io import plan_from_mapping
+from domain.core.access import Actor, Role
+from domain.plan.plan_io import plan_from_mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTOR = Actor("bench", Role.OPERATOR, via="bench")

@@ -34,8 +34,10 @@ from typing import Any
 import psutil
 
 from db import Store
-from domain.access import Actor, Role
-from domain.plan_io import plan_from_mapping
+from domain.core.access import Actor, Role
+from domain.core.settings import get_settings
+from domain.flags.schema import SCHEMA_DIR
+from domain.plan.plan_io import plan_from_mapping
 from runner.process import pick_free_port, start_child, stop_group
 from runner.telemetry import Sampler, read_server_metrics
 
@@ -96,7 +98,9 @@ def sampler_cost(seconds: float = 20.0) -> None:
     the NVML sampler was measured on the lent H200: see bench/nvml_probe.py)."""
     with tempfile.TemporaryDirectory() as tmp:
         port = pick_free_port(31000, 31999)
-        child = start_child([sys.executable, "-m", "runner.emulator", "--model-path", "Qwen/Qwen3-30B-A3B",
+        child = start_child([sys.executable, "-m", "emulator", "--model-path", "Qwen/Qwen3-30B-A3B",
+                             "--emulate-schema-dir", str(SCHEMA_DIR),
+                             "--emulate-tokenizer-dir", str(get_settings().tokenizer_dir),
                              "--host", "127.0.0.1", "--port", str(port), "--enable-metrics"],
                             log_path=Path(tmp) / "emu.log")
         try:

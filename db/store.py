@@ -19,12 +19,9 @@ import duckdb
 from db import queries as q
 from db.connection import connect, transaction
 from db.migrations import migrate
-from domain.access import Action, Actor, require
-from domain.bench_record import METRIC_COLUMNS
-from domain.plan import RunPlan, configuration_id
-from domain.quotas import Quotas
-from domain.settings import Settings
-from domain.states import (
+from domain.core.access import Action, Actor, require
+from domain.core.settings import Settings
+from domain.core.states import (
     ACTIVE_ATTEMPT,
     AttemptStatus,
     FailureKind,
@@ -32,6 +29,9 @@ from domain.states import (
     is_legal_attempt_move,
     is_legal_run_move,
 )
+from domain.plan.quotas import Quotas
+from domain.plan.run_plan import RunPlan, configuration_id
+from domain.results.bench_record import METRIC_COLUMNS
 
 
 class LostRace(RuntimeError):

@@ -13,10 +13,10 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy
-from domain.access import PermissionDenied
-from domain.i18n import t
-from pages.auth import current_actor
-from pages.common import current_language, show_busy, show_denied, store
+from domain.core.access import PermissionDenied
+from domain.core.i18n import t
+from pages.parts.auth import current_actor
+from pages.parts.common import current_language, show_busy, show_denied, store
 
 LIMIT = 500
 lang = current_language()

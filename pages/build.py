@@ -19,9 +19,15 @@ import yaml
 from pydantic import ValidationError
 
 from db import DbBusy
-from domain.access import Action, PermissionDenied
-from domain.checks import check_plan, role_checks, schema_version_for
-from domain.command import (
+from domain.core.access import Action, PermissionDenied
+from domain.core.i18n import t
+from domain.core.settings import get_settings
+from domain.flags.drift import apply_translations
+from domain.flags.levers import lever_notes, parallelism_glossary
+from domain.flags.policy import DEFAULT_POLICY_PATH
+from domain.flags.schema import FlagSpec, Schema, known_versions, load_schema, version_key
+from domain.plan.checks import check_plan, role_checks, schema_version_for
+from domain.plan.command import (
     APP_PYTHON_PLACEHOLDER,
     LOOPBACK,
     PYTHON_PLACEHOLDER,
@@ -29,20 +35,21 @@ from domain.command import (
     router_argv,
     worker_argv,
 )
-from domain.estimate import plan_seconds
-from domain.flags.drift import apply_translations
-from domain.flags.levers import lever_notes, parallelism_glossary
-from domain.flags.policy import DEFAULT_POLICY_PATH
-from domain.flags.schema import FlagSpec, Schema, known_versions, load_schema, version_key
-from domain.i18n import t
-from domain.plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
-from domain.plan_io import PlanError, PlanProblem, dump_plan, load_plan, plan_from_mapping, problems_from_validation
-from domain.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset, preset_plan, quick_demo_plan
-from domain.quotas import QuotaExceeded
-from domain.settings import get_settings
-from domain.topology import MAX_SERVERS_PER_ROLE, Kind, Policy, ServerSlot, Topology, layout, layout_problems
-from pages.auth import can, current_actor
-from pages.common import (
+from domain.plan.estimate import plan_seconds
+from domain.plan.plan_io import (
+    PlanError,
+    PlanProblem,
+    dump_plan,
+    load_plan,
+    plan_from_mapping,
+    problems_from_validation,
+)
+from domain.plan.presets import CONFIG_PRESETS, GPUS, PRESET_SGLANG_VERSION, config_preset, preset_plan, quick_demo_plan
+from domain.plan.quotas import QuotaExceeded
+from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
+from domain.plan.topology import MAX_SERVERS_PER_ROLE, Kind, Policy, ServerSlot, Topology, layout, layout_problems
+from pages.parts.auth import can, current_actor
+from pages.parts.common import (
     cached_runners,
     clear_run_caches,
     current_language,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from domain import comparability
-from domain.i18n import t
-from pages.common import current_language
-from pages.selection import comparison, pick
+from domain.core.i18n import t
+from domain.results import comparability
+from pages.parts.common import current_language
+from pages.parts.selection import comparison, pick
 
 lang = current_language()
 st.title(t("checklist.page_title", lang))

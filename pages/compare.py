@@ -9,13 +9,14 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from domain import analysis, comparability, export
-from domain.charts import styled
-from domain.export import Comparison
-from domain.i18n import t
-from domain.settings import get_settings
-from pages.common import current_language
-from pages.selection import comparison, pick
+from domain.core.i18n import t
+from domain.core.settings import get_settings
+from domain.results import analysis, comparability
+from domain.slides import export
+from domain.slides.charts import styled
+from domain.slides.export import Comparison
+from pages.parts.common import current_language
+from pages.parts.selection import comparison, pick
 
 lang = current_language()
 st.title(t("compare.page_title", lang))

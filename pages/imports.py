@@ -13,14 +13,14 @@ import streamlit as st
 from pydantic import ValidationError
 
 from db import DbBusy, DuplicateImport
-from db.importing import import_file
-from domain.access import PermissionDenied
-from domain.i18n import t
+from db.imported_runs import import_file
+from domain.core.access import PermissionDenied
+from domain.core.i18n import t
 from domain.importer import ImportPreview, preview_import
 from domain.importer.conditions import ImportConditions
-from domain.presets import GPUS
-from pages.auth import current_actor
-from pages.common import clear_run_caches, current_language, show_busy, show_denied, store
+from domain.plan.presets import GPUS
+from pages.parts.auth import current_actor
+from pages.parts.common import clear_run_caches, current_language, show_busy, show_denied, store
 
 lang = current_language()
 st.title(t("imports.title", lang))

@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy
-from domain.i18n import t
-from pages.common import cached_counts, cached_runs, current_language, show_busy, source_label
+from domain.core.i18n import t
+from pages.parts.common import cached_counts, cached_runs, current_language, show_busy, source_label
 
 lang = current_language()
 st.title(t("overview.heading", lang))

@@ -8,15 +8,15 @@ import uuid
 import streamlit as st
 
 from db import DbBusy
-from domain.access import PermissionDenied
-from domain.checks import check_plan
-from domain.i18n import t
-from domain.plan_io import PlanError, dump_plan, load_plan
-from domain.presets import quick_demo_plan
-from domain.quotas import QuotaExceeded
-from domain.settings import get_settings
-from pages.auth import current_actor
-from pages.common import cached_counts, cached_runs, current_language, show_busy, show_denied, store
+from domain.core.access import PermissionDenied
+from domain.core.i18n import t
+from domain.core.settings import get_settings
+from domain.plan.checks import check_plan
+from domain.plan.plan_io import PlanError, dump_plan, load_plan
+from domain.plan.presets import quick_demo_plan
+from domain.plan.quotas import QuotaExceeded
+from pages.parts.auth import current_actor
+from pages.parts.common import cached_counts, cached_runs, current_language, show_busy, show_denied, store
 
 lang = current_language()
 settings = get_settings()

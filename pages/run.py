@@ -14,14 +14,14 @@ import pyarrow.parquet as pq
 import streamlit as st
 
 from db import DbBusy, LostRace
-from domain.access import Action, PermissionDenied
-from domain.i18n import t
-from domain.plan import RunPlan
-from domain.plan_io import dump_plan
-from domain.presets import GPUS
-from domain.quotas import QuotaExceeded
-from pages.auth import can, current_actor
-from pages.common import (
+from domain.core.access import Action, PermissionDenied
+from domain.core.i18n import t
+from domain.plan.plan_io import dump_plan
+from domain.plan.presets import GPUS
+from domain.plan.quotas import QuotaExceeded
+from domain.plan.run_plan import RunPlan
+from pages.parts.auth import can, current_actor
+from pages.parts.common import (
     clear_run_caches,
     current_language,
     show_busy,

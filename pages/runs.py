@@ -11,13 +11,13 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy, LostRace
-from domain.access import Action, PermissionDenied
-from domain.estimate import eta_from_progress, plan_seconds
-from domain.i18n import t
-from domain.plan import RunPlan
-from domain.settings import get_settings
-from pages.auth import can, current_actor
-from pages.common import (
+from domain.core.access import Action, PermissionDenied
+from domain.core.i18n import t
+from domain.core.settings import get_settings
+from domain.plan.estimate import eta_from_progress, plan_seconds
+from domain.plan.run_plan import RunPlan
+from pages.parts.auth import can, current_actor
+from pages.parts.common import (
     cached_runners,
     cached_runs,
     clear_run_caches,

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from db.store import ProcessGroup, utcnow
-from domain.bench_record import BadRecord, json_safe, last_record, metrics_from_record
-from domain.checks import schema_version_for
+from domain.core.settings import Settings
+from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import Policy
 from domain.flags.validate import validate_server_args
-from domain.plan import Point, RunPlan, configuration_id, point_conditions
-from domain.settings import Settings
-from domain.states import AttemptStatus, FailureKind
-from runner import engine, host
+from domain.plan.checks import schema_version_for
+from domain.plan.run_plan import Point, RunPlan, configuration_id, point_conditions
+from domain.results.bench_record import BadRecord, json_safe, last_record, metrics_from_record
+from runner import host, server_process
 from runner import topology as topo
 from runner.bench_client import (
     BenchClient,
@@ -151,7 +151,7 @@ class AttemptExecution:
         self._guard_gpus()
         if ctx.writer.cancel_requested():
             ctx.cancel.set()  # cancelled between the claim and the launch: nothing was started
-            raise engine.AttemptCancelled("cancelled before launch")
+            raise server_process.AttemptCancelled("cancelled before launch")
         ctx.move(AttemptStatus.STARTING)
         ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
         ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
@@ -167,7 +167,7 @@ class AttemptExecution:
         try:
             ready = topo.deploy(launcher, ctx.server, budget_s=settings.startup_timeout_s,
                                 cancelled=ctx.interrupted)
-        except engine.PortTaken as exc:
+        except server_process.PortTaken as exc:
             self.host_state.stuck_port(exc.port)  # taken between the pick and the launch: someone else is there
             self.host_state.mark_unhealthy(f"port {exc.port} taken at launch (a stale server?)")
             raise
@@ -185,20 +185,20 @@ class AttemptExecution:
         for point in plan.points():
             if ctx.stop.warm.is_set():
                 ctx.stopped_by_runner = True
-                raise engine.AttemptCancelled("runner stopping")
+                raise server_process.AttemptCancelled("runner stopping")
             if ctx.interrupted():
-                raise engine.AttemptCancelled("cancelled")
+                raise server_process.AttemptCancelled("cancelled")
             self._run_point(point)
             ctx.points_done += 1
 
     def _startup_facts(self, deployment: topo.Deployment, ready: dict[str, float]) -> dict[str, Any]:
         """The single server's facts as before; with a topology, each role's facts too."""
         first = deployment.workers[0]
-        facts = engine.startup_record(first.server, ready[first.name])
+        facts = server_process.startup_record(first.server, ready[first.name])
         facts["host"] = self.ctx.hostname
         if deployment.kind != "aggregated":
             facts["topology"] = deployment.describe()
-            facts["roles"] = {m.name: engine.startup_record(m.server, ready[m.name])
+            facts["roles"] = {m.name: server_process.startup_record(m.server, ready[m.name])
                               for m in deployment.workers}
             facts["seconds_to_ready"] = round(max(ready.values()), 3)
         return facts
@@ -229,7 +229,7 @@ class AttemptExecution:
         self.host_state.stuck_port(server.port)
         reason = f"port {server.port} answered /health, but not from the launched {member.name} (a stale server?)"
         self.host_state.mark_unhealthy(reason)
-        raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
+        raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
                                     "find and stop the process listening on that port")
 
     def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
@@ -242,7 +242,7 @@ class AttemptExecution:
                                           policy=self.policy)
             if not report.ok:
                 details = "; ".join(issue.message("en") for issue in report.errors)
-                raise engine.AttemptFailure(FailureKind.BAD_ARGS,
+                raise server_process.AttemptFailure(FailureKind.BAD_ARGS,
                                             f"{prefix}flags rejected for SGLang {version}: {details}")
 
     def _guard_gpus(self) -> None:
@@ -252,7 +252,8 @@ class AttemptExecution:
         if foreign:
             reason = foreign_reason(self.nvml, foreign)
             self.host_state.mark_unhealthy(reason)
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason, "stop that process, then the host recovers")
+            raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
+                                                "stop that process, then the host recovers")
 
     def _start_client(self) -> BenchClient:
         """A warm client for the sweep; one process per point where the client's version
@@ -269,7 +270,7 @@ class AttemptExecution:
                 return client
             except BenchError as exc:
                 if settings.bench_mode == "warm" or "unsupported" not in str(exc):
-                    raise engine.AttemptFailure(
+                    raise server_process.AttemptFailure(
                         FailureKind.BENCH_FAILED, str(exc),
                         f"is BENCHDECK_BENCH_PYTHON ({settings.bench_python}) an SGLang environment?",
                     ) from exc
@@ -281,7 +282,7 @@ class AttemptExecution:
         try:
             client.start()
         except BenchError as exc:
-            raise engine.AttemptFailure(FailureKind.BENCH_FAILED, str(exc)) from exc
+            raise server_process.AttemptFailure(FailureKind.BENCH_FAILED, str(exc)) from exc
         return client
 
     def _record_bench(self, child: Any) -> None:
@@ -316,16 +317,18 @@ class AttemptExecution:
             metrics = metrics_from_record(record, requested=point.num_prompts)
         except BadRecord as exc:
             ctx.writer.record_raw_output(raw_text[-65_536:])
-            raise engine.AttemptFailure(FailureKind.BAD_OUTPUT, f"unreadable bench record at {point.key}: {exc}",
+            raise server_process.AttemptFailure(FailureKind.BAD_OUTPUT,
+                                                f"unreadable bench record at {point.key}: {exc}",
                                         "the raw output is kept with the attempt") from exc
         self._store_point(point, record, metrics, samples, result, started, finished)
 
-    def _point_failure(self, message: str) -> engine.AttemptFailure:
+    def _point_failure(self, message: str) -> server_process.AttemptFailure:
         server = self.ctx.server
         assert server is not None  # noqa: S101
         if not server.alive:
             return server.crash_failure(default=FailureKind.SERVER_CRASH, what=message)
-        return engine.AttemptFailure(FailureKind.BENCH_FAILED, message, "see bench.log in the attempt directory")
+        return server_process.AttemptFailure(FailureKind.BENCH_FAILED, message,
+                                             "see bench.log in the attempt directory")
 
     def _start_samplers(self, deployment: topo.Deployment) -> list[Sampler]:
         """Every worker's /metrics (per role under a topology) and NVML."""

@@ -1,6 +1,6 @@
 """Running the real bench_serving client for each sweep point.
 
-``WarmBenchClient`` keeps one client process (runner/bench_driver.py, in the SGLang
+``WarmBenchClient`` keeps one client process (runner/sglang_side/bench_driver.py, in the SGLang
 environment) alive for the whole sweep; ``OneShotBenchClient`` starts
 ``python -m <module>`` per point, the fallback for client versions whose internals
 cannot be driven in-process.  Both take the same argv and produce the same JSONL file.
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from domain.plan import Point, RunPlan
+from domain.plan.run_plan import Point, RunPlan
 from runner.process import Child, start_child, stop_group
 
-DRIVER = Path(__file__).resolve().parent / "bench_driver.py"
+DRIVER = Path(__file__).resolve().parent / "sglang_side" / "bench_driver.py"
 
 
 class BenchError(RuntimeError):

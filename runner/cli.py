@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from db import DbBusy, Store
-from domain.access import Action, PermissionDenied, local_actor, require
-from domain.checks import CheckReport, check_plan
-from domain.i18n import t
-from domain.plan import RunPlan
-from domain.plan_io import PlanError, load_plan
-from domain.quotas import QuotaExceeded
-from domain.settings import Settings, get_settings
+from domain.core.access import Action, PermissionDenied, local_actor, require
+from domain.core.i18n import t
+from domain.core.settings import Settings, get_settings
+from domain.plan.checks import CheckReport, check_plan
+from domain.plan.plan_io import PlanError, load_plan
+from domain.plan.quotas import QuotaExceeded
+from domain.plan.run_plan import RunPlan
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -114,8 +114,9 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
-    from domain import analysis, export
-    from domain.frames import points_frame
+    from domain.results import analysis
+    from domain.results.frames import points_frame
+    from domain.slides import export
 
     store = Store.from_settings(settings)
     store.migrate()
@@ -155,7 +156,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     from pydantic import ValidationError
 
     from db import DuplicateImport
-    from db.importing import import_file
+    from db.imported_runs import import_file
     from domain.importer.conditions import ImportConditions
 
     gpu_type, gpu_count = _gpu(args.gpu) if args.gpu else (None, None)
@@ -194,7 +195,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _ops(key: str, lang: str, **params: object) -> str:
-    """Backup/restore messages (domain/i18n/ops.yaml, keys ``cli.ops_<reason>``)."""
+    """Backup/restore messages (domain/core/i18n/ops.yaml, keys ``cli.ops_<reason>``)."""
     return t(f"cli.ops_{key}", lang, **params)
 
 

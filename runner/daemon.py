@@ -41,11 +41,11 @@ import filelock
 from db import LostRace, RunnerCapabilities, Store
 from db.connection import lock_path_for
 from db.store import Claim
+from domain.core.settings import Settings
+from domain.core.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
-from domain.settings import Settings
-from domain.states import NEVER_RETRIED, AttemptStatus, FailureKind
-from runner import engine, host
+from runner import host, server_process
 from runner.attempt import (
     AttemptContext,
     AttemptExecution,
@@ -289,7 +289,7 @@ class Runner:
             return self._load_policy()
         except (DataFileError, OSError) as exc:
             self._mark_unhealthy(f"flag policy unreadable: {exc}")
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"flag policy unreadable: {exc}") from exc
+            raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"flag policy unreadable: {exc}") from exc
 
     def execute(self, claim: Claim) -> None:
         ctx = self.new_context(claim)
@@ -302,11 +302,11 @@ class Runner:
             execution = self.new_execution(ctx)
             execution.run()
             outcome = (AttemptStatus.SUCCEEDED, None, None)
-        except engine.AttemptCancelled as exc:
+        except server_process.AttemptCancelled as exc:
             outcome = (AttemptStatus.CANCELLED, None, str(exc))
         except BenchCancelled:
             outcome = (AttemptStatus.CANCELLED, None, "cancelled during a point")
-        except engine.AttemptFailure as exc:
+        except server_process.AttemptFailure as exc:
             message = f"{exc} — {exc.hint}" if exc.hint else str(exc)
             outcome = (AttemptStatus.FAILED, exc.kind, message)
         except Fenced:

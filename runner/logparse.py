@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from domain.states import FailureKind
+from domain.core.states import FailureKind
 
 
 @dataclass(frozen=True)

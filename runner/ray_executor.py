@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from db.store import Claim, ProcessGroup, RunnerCapabilities
+from domain.core.settings import Settings
+from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import load_policy
-from domain.plan import RunPlan
-from domain.settings import Settings
-from domain.states import AttemptStatus, FailureKind
-from runner import engine, host
+from domain.plan.run_plan import RunPlan
+from runner import host, server_process
 from runner.attempt import AttemptContext, AttemptExecution, Fenced, HostState, StopState
 from runner.bench_client import BenchCancelled
 from runner.telemetry import open_nvml
@@ -111,11 +111,11 @@ def _outcome(execution: AttemptExecution) -> tuple[str, str | None, str | None]:
     try:
         execution.run()
         return str(AttemptStatus.SUCCEEDED), None, None
-    except engine.AttemptCancelled as exc:
+    except server_process.AttemptCancelled as exc:
         return str(AttemptStatus.CANCELLED), None, str(exc)
     except BenchCancelled:
         return str(AttemptStatus.CANCELLED), None, "cancelled during a point"
-    except engine.AttemptFailure as exc:
+    except server_process.AttemptFailure as exc:
         return str(AttemptStatus.FAILED), str(exc.kind), f"{exc} — {exc.hint}" if exc.hint else str(exc)
     except Exception as exc:  # a bug on the node: the run fails, the daemon carries on
         log.exception("attempt failed on the node")

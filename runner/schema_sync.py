@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-DUMP_SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "sglang_schema_dump.py"
+DUMP_SCRIPT = Path(__file__).resolve().parent / "sglang_side" / "schema_dump.py"
 
 
 class SchemaError(RuntimeError):

@@ -21,12 +21,12 @@ from typing import Any
 
 import requests
 
-from domain.command import router_argv as build_router_argv
-from domain.command import worker_argv
-from domain.plan import RunPlan
-from domain.states import FailureKind
-from domain.topology import ServerSlot, layout
-from runner import engine
+from domain.core.states import FailureKind
+from domain.plan.command import router_argv as build_router_argv
+from domain.plan.command import worker_argv
+from domain.plan.run_plan import RunPlan
+from domain.plan.topology import ServerSlot, layout
+from runner import server_process
 from runner.process import pick_free_port, port_is_free
 from runner.server_log import DEFAULT_ROTATION, LogRotation
 
@@ -37,7 +37,7 @@ class Member:
 
     name: str
     role: str
-    server: engine.EngineServer
+    server: server_process.EngineServer
     gpu_ids: tuple[int, ...] = ()
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -67,12 +67,12 @@ class Deployment:
     def alive(self) -> bool:
         return self.dead() is None
 
-    def crash_failure(self, *, default: FailureKind, what: str) -> engine.AttemptFailure:
+    def crash_failure(self, *, default: FailureKind, what: str) -> server_process.AttemptFailure:
         member = self.dead() or self.front
         failure = member.server.crash_failure(default=default, what=what)
         if self.kind == "aggregated":
             return failure
-        return engine.AttemptFailure(failure.kind, f"{member.name}: {failure}", failure.hint)
+        return server_process.AttemptFailure(failure.kind, f"{member.name}: {failure}", failure.hint)
 
     def log_tail(self, max_bytes: int = 16_384) -> str:
         if self.kind == "aggregated":
@@ -107,7 +107,7 @@ class PortPicker:
         try:
             port = pick_free_port(self.low, self.high, exclude=self.taken)
         except RuntimeError as exc:
-            raise engine.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)",
+            raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)",
                                         "free ports in BENCHDECK_ENGINE_PORT_RANGE or widen it") from exc
         self.taken.add(port)
         return port
@@ -143,11 +143,11 @@ class Launcher:
     wrap_argv: Callable[[list[str]], list[str]] | None = None
 
     def _launch(self, name: str, argv: list[str], ports: dict[str, int], log_name: str,
-                env: dict[str, str]) -> engine.EngineServer:
+                env: dict[str, str]) -> server_process.EngineServer:
         if self.before_launch is not None:
             self.before_launch(name, argv, ports)
         command = self.wrap_argv(argv) if self.wrap_argv else argv
-        server = engine.launch(command, port=ports["http"], log_path=self.attempt_dir / log_name, env=env,
+        server = server_process.launch(command, port=ports["http"], log_path=self.attempt_dir / log_name, env=env,
                                rotation=self.rotation)
         server.argv = argv  # what was asked for, without the lifeline wrapper
         return server
@@ -221,11 +221,11 @@ def _wait_member(deployment: Deployment, member: Member, budget_s: float, cancel
         return cancelled()
 
     try:
-        return engine.wait_ready(member.server, budget_s=max(budget_s, 0.0), cancelled=stop_waiting)
-    except engine.AttemptFailure as exc:
+        return server_process.wait_ready(member.server, budget_s=max(budget_s, 0.0), cancelled=stop_waiting)
+    except server_process.AttemptFailure as exc:
         if deployment.kind == "aggregated" or str(exc).startswith(member.name):
             raise
-        raise engine.AttemptFailure(exc.kind, f"{member.name}: {exc}", exc.hint) from exc
+        raise server_process.AttemptFailure(exc.kind, f"{member.name}: {exc}", exc.hint) from exc
 
 
 def wait_router_sees_workers(deployment: Deployment, router: Member, expected: int, budget_s: float,
@@ -236,12 +236,12 @@ def wait_router_sees_workers(deployment: Deployment, router: Member, expected: i
         if not deployment.alive:
             raise deployment.crash_failure(default=FailureKind.SERVER_CRASH, what="exited during start-up")
         if cancelled():
-            raise engine.AttemptCancelled("cancelled during router start-up")
+            raise server_process.AttemptCancelled("cancelled during router start-up")
         seen = router_workers(router.server.base_url)
         if len(seen) >= expected and all(w.get("is_healthy") for w in seen):
             return
         time.sleep(0.25)
-    raise engine.AttemptFailure(
+    raise server_process.AttemptFailure(
         FailureKind.STARTUP_TIMEOUT,
         f"router: {sum(bool(w.get('is_healthy')) for w in seen)} of {expected} workers registered healthy in time",
         "see router.log: the router checks each worker's /health and model info before routing to it",

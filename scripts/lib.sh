@@ -45,7 +45,7 @@ setup_router_env() {
 }
 
 setup_tokenizer() {
-  [ -f data/tokenizer/tokenizer.json ] || .venv/bin/python tools/build_tokenizer.py data/tokenizer
+  [ -f data/tokenizer/tokenizer.json ] || .venv/bin/python -m emulator.build_tokenizer data/tokenizer
 }
 
 # Japanese text in exported charts (vl-convert) and slides needs a CJK font on the machine.

@@ -1,7 +1,7 @@
 """Start the Streamlit app safely: refuse an unauthenticated network listener, trust no
 forwarding header the app did not ask for, and switch off legacy ``pages/`` discovery.
 
-- **Start-up rule** (domain/access.py ``startup_refusal``): listening on a non-loopback
+- **Start-up rule** (domain/core/access.py ``startup_refusal``): listening on a non-loopback
   address needs OIDC or a trusted proxy, unless BENCHDECK_ALLOW_UNAUTHENTICATED_NETWORK
   says otherwise.  Exits with status 2 and the reason.
 - **Forwarding headers:** Streamlit serves through uvicorn, which by default believes
@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402
 from streamlit.web import cli  # noqa: E402
 
-from domain.access import startup_refusal  # noqa: E402
-from domain.settings import get_settings  # noqa: E402
+from domain.core.access import startup_refusal  # noqa: E402
+from domain.core.settings import get_settings  # noqa: E402
 
 
 def _option(args: list[str], name: str) -> str | None:

@@ -62,7 +62,7 @@ def app_env(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     Streamlit's caches (the Store is cached per process, and each test has its own file)."""
     import streamlit as st
 
-    from domain.settings import get_settings
+    from domain.core.settings import get_settings
 
     monkeypatch.setenv("BENCHDECK_DB", str(db_path))
     monkeypatch.setenv("BENCHDECK_LANGUAGE", "en")

@@ -21,7 +21,7 @@ benchmark:
 
 
 def minimal_plan(**overrides: object):
-    from domain.plan_io import load_yaml_mapping, plan_from_mapping
+    from domain.plan.plan_io import load_yaml_mapping, plan_from_mapping
 
     data = load_yaml_mapping(MINIMAL_PLAN_YAML, max_bytes=1 << 20)
     data.update(overrides)

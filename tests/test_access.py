@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from db import Store
-from domain.access import (
+from domain.core.access import (
     Action,
     Actor,
     PermissionDenied,
@@ -24,8 +24,8 @@ from domain.access import (
     role_for,
     startup_refusal,
 )
-from domain.plan_io import dump_plan
-from domain.states import RunStatus
+from domain.core.states import RunStatus
+from domain.plan.plan_io import dump_plan
 from tests.plans import minimal_plan
 from tests.support.actors import admin, operator, viewer
 from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app, screenshot

@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from domain import analysis
-from domain.analysis import (
+from domain.core.i18n import LANGUAGES, catalogue
+from domain.results import analysis
+from domain.results.analysis import (
     METRIC_BY_NAME,
     compare_table,
     delta_pct,
@@ -30,7 +31,6 @@ from domain.analysis import (
     validity_badges,
     wide_table,
 )
-from domain.i18n import LANGUAGES, catalogue
 
 LATENCIES = {"ttft": 20.0, "tpot": 8.0, "itl": 8.0, "e2e": 1000.0}
 STAT_FACTORS = {"mean": 1.1, "median": 1.0, "p90": 1.5, "p95": 1.7, "p99": 2.0}

@@ -81,7 +81,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         page.wait_for_timeout(1500)
         # The risk badge and the command preview follow the edits.
         expect(page.get_by_text(re.compile(r"--kv-cache-dtype · .* · high"))).to_be_visible(timeout=15_000)
-        preview = page.locator("code").filter(has_text="runner.emulator").first
+        preview = page.locator("code").filter(has_text="emulator").first
         expect(preview).to_contain_text("--max-running-requests 32")
         expect(preview).to_contain_text("--mem-fraction-static 0.8")
         expect(preview).to_contain_text("--kv-cache-dtype fp8_e4m3")

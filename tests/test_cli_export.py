@@ -12,9 +12,9 @@ from pathlib import Path
 from pptx import Presentation
 
 from db import RunnerCapabilities, Store
-from domain.bench_record import METRIC_COLUMNS
-from domain.plan import point_conditions
-from domain.states import AttemptStatus
+from domain.core.states import AttemptStatus
+from domain.plan.run_plan import point_conditions
+from domain.results.bench_record import METRIC_COLUMNS
 from tests.conftest import ROOT
 from tests.plans import minimal_plan
 from tests.support.actors import operator

@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from domain.comparability import (
+from domain.core.i18n import catalogue
+from domain.results.comparability import (
     CONDITION_NAMES,
     CONDITIONS,
     FAMILIES,
@@ -20,7 +21,6 @@ from domain.comparability import (
     state_text,
     summary_line,
 )
-from domain.i18n import catalogue
 from tests.test_analysis import frame, point
 
 

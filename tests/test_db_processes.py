@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from db import Store
-from domain.quotas import Quotas
+from domain.plan.quotas import Quotas
 from tests.conftest import ROOT
 from tests.plans import minimal_plan
 from tests.support.actors import admin, operator

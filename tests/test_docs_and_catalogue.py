@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from domain.i18n import _HERE, LANGUAGES, catalogue, t
-from domain.settings import Settings
+from domain.core.i18n import _HERE, LANGUAGES, catalogue, t
+from domain.core.settings import Settings
 from tests.conftest import ROOT
 
 

@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 import requests
 
-from runner.emulator import Prediction, predict
-from runner.emulator.harness import REPO_ROOT, running_emulator
-from tools.build_tokenizer import build
+from domain.flags.schema import SCHEMA_DIR
+from emulator import Prediction, predict
+from emulator.build_tokenizer import build
+from emulator.testing import running_emulator
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = REPO_ROOT / ".venv-sglang" / "bin" / "python"
-EMULATOR_ARGS = ["--model-path", "Qwen/Qwen3-30B-A3B", "--max-running-requests", "4", "--emulate-startup-s", "0.5"]
+EMULATOR_ARGS = ["--model-path", "Qwen/Qwen3-30B-A3B", "--emulate-schema-dir", str(SCHEMA_DIR),
+                 "--max-running-requests", "4", "--emulate-startup-s", "0.5"]
 POINTS = {1: 4, 2: 6, 4: 12, 8: 16}  # concurrency → prompts: 2-4 rounds, a few seconds each
 TOLERANCE = 0.15
 

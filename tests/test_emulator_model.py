@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.emulator import config_from_argv, predict, rescale_record, steady_state
-from runner.emulator.flags import human_readable_int, parse_flags
-from runner.emulator.scheduler import Request, Scheduler
-from runner.emulator.sizing import (
+from domain.flags.schema import SCHEMA_DIR
+from emulator import config_from_argv, predict, rescale_record, steady_state
+from emulator.flags import human_readable_int, parse_flags
+from emulator.scheduler import Request, Scheduler
+from emulator.sizing import (
     GPUS,
     QWEN3_30B_A3B,
     QWEN3_235B_A22B,
@@ -18,8 +19,9 @@ from runner.emulator.sizing import (
     weight_bytes_per_gpu,
 )
 
-M30 = ["--model-path", "Qwen/Qwen3-30B-A3B"]
-M235_FP8 = ["--model-path", "Qwen/Qwen3-235B-A22B-FP8", "--tp-size", "8"]
+SCHEMAS = ["--emulate-schema-dir", str(SCHEMA_DIR)]  # the emulator is told where the schemas are
+M30 = ["--model-path", "Qwen/Qwen3-30B-A3B", *SCHEMAS]
+M235_FP8 = ["--model-path", "Qwen/Qwen3-235B-A22B-FP8", "--tp-size", "8", *SCHEMAS]
 
 
 # -- flags -------------------------------------------------------------------------------------
@@ -106,7 +108,7 @@ def test_kv_capacity_follows_mem_fraction_static() -> None:
 
 @pytest.mark.parametrize(("argv", "fatal"), [
     ([*M30, "--mem-fraction-static", "0.3"], "oom-weights"),
-    (["--model-path", "Qwen/Qwen3-235B-A22B", "--tp-size", "2"], "oom-weights"),  # 235 GB BF16 on 2 GPUs
+    (["--model-path", "Qwen/Qwen3-235B-A22B", "--tp-size", "2", *SCHEMAS], "oom-weights"),  # 235 GB BF16 on 2 GPUs
     ([*M30, "--mem-fraction-static", "0.997"], "cuda-graph"),
     ([*M30, "--emulate-fault", "fatal-at-startup=nccl"], "nccl"),
     (M30, None),
@@ -212,7 +214,7 @@ def test_config_file_options_come_first(tmp_path: Path) -> None:
     config = tmp_path / "server.yaml"
     config.write_text("model_path: Qwen/Qwen3-30B-A3B\nmax-running-requests: 8\nenable_metrics: true\n"
                       "disable_radix_cache: false\n", encoding="utf-8")
-    flags = parse_flags(["--config", str(config), "--max-running-requests", "16"])
+    flags = parse_flags(["--config", str(config), "--max-running-requests", "16", *SCHEMAS])
     assert flags.args["model_path"] == "Qwen/Qwen3-30B-A3B"
     assert flags.args["max_running_requests"] == 16  # the command line wins
     assert flags.args["enable_metrics"] is True and flags.args["disable_radix_cache"] is False

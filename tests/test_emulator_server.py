@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 import requests
 
-from runner.emulator.harness import EmulatorProcess, http_status, running_emulator, start_emulator
-from runner.emulator.startup import BANNER
-from runner.emulator.tokens import TokenText
-from tools.build_tokenizer import build
+from domain.flags.schema import SCHEMA_DIR
+from emulator.build_tokenizer import build
+from emulator.startup import BANNER
+from emulator.testing import EmulatorProcess, http_status, running_emulator, start_emulator
+from emulator.tokens import TokenText
 
-MODEL = ["--model-path", "Qwen/Qwen3-30B-A3B"]
+MODEL = ["--model-path", "Qwen/Qwen3-30B-A3B", "--emulate-schema-dir", str(SCHEMA_DIR)]
 FAST = ["--emulate-startup-s", "0.4"]
 
 

@@ -1,4 +1,4 @@
-"""tools/build_tokenizer.py: deterministic, idempotent, and usable by the emulator."""
+"""emulator/build_tokenizer.py: deterministic, idempotent, and usable by the emulator."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.emulator.tokens import TokenText
-from tools.build_tokenizer import VOCAB_SIZE, build, main
+from emulator.build_tokenizer import VOCAB_SIZE, build, main
+from emulator.tokens import TokenText
 
 
 @pytest.fixture(scope="module")

@@ -27,9 +27,9 @@ from PIL import Image, ImageChops
 from pptx import Presentation
 from pptx.oxml.ns import qn
 
-from domain import charts, export
-from domain.analysis import wide_table
-from domain.charts import FONT
+from domain.results.analysis import wide_table
+from domain.slides import charts, export
+from domain.slides.charts import FONT
 from tests.test_analysis import frame, point
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

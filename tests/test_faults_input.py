@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 
 from db import LostRace, Store
-from domain.checks import check_plan
-from domain.plan import MAX_PROMPTS_PER_POINT
-from domain.plan_io import PlanError, plan_from_mapping
-from domain.quotas import QuotaExceeded, Quotas
-from domain.settings import Settings
-from domain.states import AttemptStatus, RunStatus
+from domain.core.settings import Settings
+from domain.core.states import AttemptStatus, RunStatus
+from domain.plan.checks import check_plan
+from domain.plan.plan_io import PlanError, plan_from_mapping
+from domain.plan.quotas import QuotaExceeded, Quotas
+from domain.plan.run_plan import MAX_PROMPTS_PER_POINT
 from runner.daemon import Runner
 from tests.conftest import ROOT
 from tests.plans import MINIMAL_PLAN_YAML, minimal_plan
@@ -194,7 +194,7 @@ def test_cancel_between_claim_and_launch_starts_nothing(tmp_path: Path) -> None:
 
 def _finish(store: Store, run_id: int, outcome: AttemptStatus) -> None:
     from db import RunnerCapabilities
-    from domain.states import FailureKind
+    from domain.core.states import FailureKind
 
     claim = store.claim_next(RunnerCapabilities("r", "H200", 8, None), lease_s=60)
     assert claim is not None and claim.run_id == run_id

@@ -30,7 +30,7 @@ import pytest
 from db import Store
 from db.queries import INSERT_AUDIT
 from domain.flags.policy import DEFAULT_POLICY_PATH
-from runner import engine as engine_module
+from runner import server_process as engine_module
 from runner import topology as topology_module
 from runner.daemon import EXIT_DB_UNUSABLE, Runner
 from runner.host import SIMULATED_GPU_USERS_ENV, disk_full

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.memory_fit import (
+from domain.plan.memory_fit import (
     FitAssumptions,
     Layout,
     check_moe_layout,
@@ -20,7 +20,7 @@ from domain.memory_fit import (
     memory_fit_for_args,
     weight_bytes,
 )
-from domain.presets import GIB, GPUS, MIB, MODELS
+from domain.plan.presets import GIB, GPUS, MIB, MODELS
 
 Q235_BF16 = MODELS["qwen3-235b-a22b-bf16"]
 Q235_FP8 = MODELS["qwen3-235b-a22b-fp8"]

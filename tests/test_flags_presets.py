@@ -6,8 +6,8 @@ import pytest
 
 from domain.flags import known_versions, validate_server_args
 from domain.flags.levers import lever_note, lever_notes, parallelism_glossary
-from domain.memory_fit import memory_fit_for_args
-from domain.presets import CONFIG_PRESETS, GPUS, MODELS, config_preset, custom_gpu, gpu_preset, model_preset_for
+from domain.plan.memory_fit import memory_fit_for_args
+from domain.plan.presets import CONFIG_PRESETS, GPUS, MODELS, config_preset, custom_gpu, gpu_preset, model_preset_for
 
 SEED_LEVERS = {
     "max-running-requests",

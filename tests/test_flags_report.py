@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from domain.flags.report import check_configuration, format_check_report
-from domain.presets import config_preset
+from domain.plan.flag_report import check_configuration, format_check_report
+from domain.plan.presets import config_preset
 
 MESSY = {
     "tp-size": 8,

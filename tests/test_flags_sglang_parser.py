@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from domain.flags import load_schema, render_argv, validate_server_args
-from domain.presets import CONFIG_PRESETS
+from domain.plan.presets import CONFIG_PRESETS
 from tests.conftest import ROOT
 from tests.flag_strategies import eligible_specs, expected_dest_value, valid_server_args
 
@@ -143,9 +143,9 @@ def test_the_runner_launch_command_is_read_exactly_by_sglang(sglang_parser: Sgla
     """The whole argv the runner launches (its own flags included) through SGLang's parser;
     every option in it is spelled exactly as the schema does, so prefix matching never
     has to rescue anything."""
-    from domain.command import server_argv
-    from domain.plan import RunPlan
-    from domain.presets import CONFIG_PRESETS
+    from domain.plan.command import server_argv
+    from domain.plan.presets import CONFIG_PRESETS
+    from domain.plan.run_plan import RunPlan
 
     options = {name for spec in SCHEMA.specs for name in spec.names}
     for preset in CONFIG_PRESETS:

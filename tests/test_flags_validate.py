@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from domain.core.i18n import catalogue
 from domain.flags import FlagReport, validate_server_args
-from domain.i18n import catalogue
 
 MODELS_DIR = Path("/srv/models")
 

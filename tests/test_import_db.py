@@ -12,10 +12,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from db import DuplicateImport, Store
-from db.importing import import_file
-from domain.comparability import comparability_matrix, comparability_summary
-from domain.frames import points_frame
+from db.imported_runs import import_file
 from domain.importer.conditions import ImportConditions
+from domain.results.comparability import comparability_matrix, comparability_summary
+from domain.results.frames import points_frame
 from tests.conftest import ROOT
 from tests.support.actors import admin, operator
 from tests.support.runner_harness import run_burst, runner_env, small_plan
@@ -94,7 +94,7 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
     monkeypatch.setenv("BENCHDECK_LANGUAGE", "en")
     import streamlit as st
 
-    from domain.settings import get_settings
+    from domain.core.settings import get_settings
 
     get_settings.cache_clear()
     st.cache_data.clear()

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from domain.bench_record import json_safe
-from domain.i18n import LANGUAGES, t
+from domain.core.i18n import LANGUAGES, t
 from domain.importer import (
     FileChanged,
     ImportConditions,
@@ -36,6 +35,7 @@ from domain.importer import (
     run_statement,
 )
 from domain.importer.types import PROBLEM_CODES
+from domain.results.bench_record import json_safe
 from tools.make_import_fixtures import AIPERF_CONCURRENCY, CONCURRENCY, ISL, OSL, ensure_fixtures, prompts_for
 
 # The first test's set-up may generate the fixtures (~100 s here, ~4 min with a fresh .venv-aiperf).

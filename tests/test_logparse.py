@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.states import FailureKind
+from domain.core.states import FailureKind
 from runner.logparse import classify, startup_facts
 
 FATAL_LINES = [

@@ -21,9 +21,9 @@ import pytest
 from db import RunnerCapabilities, Store
 from db.backup import BackupError, backup, restore, verify
 from db.connection import connect
-from domain.access import Actor, Role
-from domain.states import FailureKind
-from runner import engine
+from domain.core.access import Actor, Role
+from domain.core.states import FailureKind
+from runner import server_process
 from runner.process import pick_free_port
 from runner.server_log import LogRotation, log_files
 from tests.conftest import APP_PYTHON, ROOT
@@ -185,11 +185,12 @@ CHATTY_CHILD = textwrap.dedent("""
 """)
 
 
-def _launch_chatty(tmp_path: Path, lines: int, rotation: LogRotation) -> tuple[engine.EngineServer, Path]:
+def _launch_chatty(tmp_path: Path, lines: int, rotation: LogRotation) -> tuple[server_process.EngineServer, Path]:
     go = tmp_path / "go"
     log = tmp_path / "attempt-1" / "server.log"
-    server = engine.launch([sys.executable, "-c", CHATTY_CHILD, str(lines), str(go)], port=pick_free_port(31000, 31999),
-                           log_path=log, env={"PATH": "/usr/bin:/bin"}, rotation=rotation)
+    server = server_process.launch([sys.executable, "-c", CHATTY_CHILD, str(lines), str(go)],
+                                   port=pick_free_port(31000, 31999),
+                                   log_path=log, env={"PATH": "/usr/bin:/bin"}, rotation=rotation)
     return server, go
 
 
@@ -253,7 +254,7 @@ def test_crash_is_classified_from_a_rotated_log(tmp_path: Path) -> None:
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr)
         sys.exit(1)
     """)
-    server = engine.launch([sys.executable, "-c", child], port=pick_free_port(31000, 31999),
+    server = server_process.launch([sys.executable, "-c", child], port=pick_free_port(31000, 31999),
                            log_path=tmp_path / "server.log", env={"PATH": "/usr/bin:/bin"},
                            rotation=LogRotation(max_bytes=32 * 1024, backups=2))
     server.child.popen.wait(timeout=30)

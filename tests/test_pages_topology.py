@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from db import Store
-from domain.plan import RunPlan
+from domain.plan.run_plan import RunPlan
 from tests.conftest import ROOT
 
 APP = str(ROOT / "app.py")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from db import Store
-from domain.plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan, point_conditions, quick_benchmark
-from domain.plan_io import PlanError, dump_plan, load_plan
+from domain.plan.plan_io import PlanError, dump_plan, load_plan
+from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan, point_conditions, quick_benchmark
 from tests.conftest import ROOT
 from tests.plans import MINIMAL_PLAN_YAML
 

@@ -53,7 +53,7 @@ def _engines_left(mark: str) -> list[str]:
     for proc in psutil.process_iter(["pid", "cmdline"]):
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if proc.environ().get(MARK) == mark and ("runner.emulator" in cmd or "bench_driver" in cmd
+            if proc.environ().get(MARK) == mark and ("emulator" in cmd or "bench_driver" in cmd
                                                      or "sglang_router" in cmd or "bench_serving" in cmd):
                 left.append(f"{proc.pid}: {cmd[:120]}")
         except (psutil.NoSuchProcess, psutil.AccessDenied):

@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import ROOT
 
 SCHEMA_DIR = ROOT / "domain" / "flags" / "schemas"
-DUMP_SCRIPT = ROOT / "tools" / "sglang_schema_dump.py"
+DUMP_SCRIPT = ROOT / "runner" / "sglang_side" / "schema_dump.py"
 
 def pinned_version() -> str:
     """The release requirements-sglang.txt pins (its ``# sglang==`` line, as scripts/lib.sh reads it)."""

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from db import IllegalMove, LostRace, RunnerCapabilities, Store
-from domain.states import AttemptStatus, FailureKind, RunStatus
+from domain.core.states import AttemptStatus, FailureKind, RunStatus
 from tests.plans import minimal_plan
 from tests.support.actors import admin, operator
 
@@ -169,7 +169,7 @@ def test_readers_let_a_waiting_writer_go_first(store: Store, db_path) -> None:
 
 
 def test_quotas_are_enforced_at_submit_with_a_clear_message(db_path) -> None:
-    from domain.quotas import QuotaExceeded, Quotas
+    from domain.plan.quotas import QuotaExceeded, Quotas
 
     store = Store(db_path, quotas=Quotas(queued_runs_per_user=2, prompts_per_point=100, concurrency=8))
     store.migrate()

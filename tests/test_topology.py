@@ -12,10 +12,10 @@ import pytest
 import requests
 from pydantic import ValidationError
 
-from domain.command import router_argv
-from domain.plan import RunPlan
-from domain.settings import Settings
-from domain.topology import ServerSlot, Topology, layout
+from domain.core.settings import Settings
+from domain.plan.command import router_argv
+from domain.plan.run_plan import RunPlan
+from domain.plan.topology import ServerSlot, Topology, layout
 from runner import topology as deploy_mod
 from tests.support.runner_harness import MARK, assert_nothing_left, small_plan
 
@@ -144,7 +144,7 @@ def test_a_worker_that_dies_in_start_up_fails_the_deployment_and_leaves_nothing(
     launcher.worker_argv = prefill_crashes  # type: ignore[method-assign]  # one member gets the fault
     deployment = deploy_mod.Deployment("pd")
     try:
-        with pytest.raises(deploy_mod.engine.AttemptFailure, match="prefill-0"):
+        with pytest.raises(deploy_mod.server_process.AttemptFailure, match="prefill-0"):
             deploy_mod.deploy(launcher, deployment, budget_s=60, cancelled=lambda: False)
     finally:
         deployment.stop(5)

@@ -53,8 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from runner.emulator.harness import EmulatorProcess, running_emulator  # noqa: E402
-from tools.build_tokenizer import build as build_tokenizer  # noqa: E402
+from domain.flags.schema import SCHEMA_DIR  # noqa: E402
+from emulator.build_tokenizer import build as build_tokenizer  # noqa: E402
+from emulator.testing import EmulatorProcess, running_emulator  # noqa: E402
 from tools.regenerate_schemas import fetch_wheel  # noqa: E402
 
 OUT_DIR = ROOT / "build" / "import-fixtures"
@@ -71,7 +72,7 @@ CONCURRENCY = (1, 2, 4)
 AIPERF_CONCURRENCY = (1, 4)  # each AIPerf run costs ~15-40 s of service start-up here
 RUN_TIMEOUT_S = 300
 # The emulator's own default speed; 0.2 s "startup" keeps the fixtures quick.
-EMULATOR_ARGS = ["--model-path", MODEL, "--emulate-startup-s", "0.2"]
+EMULATOR_ARGS = ["--model-path", MODEL, "--emulate-startup-s", "0.2", "--emulate-schema-dir", str(SCHEMA_DIR)]
 
 
 def sglang_python() -> Path:

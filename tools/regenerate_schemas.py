@@ -7,7 +7,7 @@ Usage::
 
 For each version the real wheel is fetched (``pip download --no-deps``, cached in
 ``build/sglang-wheels/``), unpacked without its dependencies into
-``build/sglang-<ver>/``, and ``tools/sglang_schema_dump.py`` runs with the SGLang
+``build/sglang-<ver>/``, and ``runner/sglang_side/schema_dump.py`` runs with the SGLang
 interpreter and ``PYTHONPATH`` pointing there, so the unpacked release shadows the
 one installed in ``.venv-sglang``. Older releases want other torch/transformers
 versions than that environment has, so their dump runs with ``--stub-missing``;
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DUMP_SCRIPT = ROOT / "tools" / "sglang_schema_dump.py"
+DUMP_SCRIPT = ROOT / "runner" / "sglang_side" / "schema_dump.py"
 SCHEMA_DIR = ROOT / "domain" / "flags" / "schemas"
 BUILD_DIR = ROOT / "build"
 WHEEL_CACHE = BUILD_DIR / "sglang-wheels"

@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from domain.core.i18n import t
 from domain.flags.schema import FlagSpec, Schema, all_schemas, load_schema
 from domain.flags.values import FLOAT_TYPES, INT_TYPES, JSON_TYPES
-from domain.i18n import t
 
 _NEGATIVE_NUMBER = re.compile(r"^-[0-9]+(?:\.[0-9]*)?$", re.ASCII)
 _ASCII_INT = re.compile(r"^-?[0-9]+$", re.ASCII)

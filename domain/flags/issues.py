@@ -2,7 +2,7 @@
 
 An issue carries data, not prose: a ``code`` (and an optional ``detail`` sub-code) that
 tests and the UI can rely on, the ``params`` its message needs, and any suggested
-translation.  The words come from ``domain/i18n/flags.yaml`` at render time, so every
+translation.  The words come from ``domain/core/i18n/flags.yaml`` at render time, so every
 message exists in Japanese and English.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from domain.i18n import t
+from domain.core.i18n import t
 
 Severity = Literal["error", "warning", "info"]
 ParamValue = str | int | float

@@ -18,9 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from domain.core.i18n import t
 from domain.flags._data import DATA_DIR, DataFileError, bilingual, data_file, load_yaml_file, pick_language
 from domain.flags.schema import Schema, load_schema
-from domain.i18n import t
 
 RiskLevel = Literal["low", "low_medium", "medium", "medium_high", "high"]
 RISK_LEVELS: tuple[RiskLevel, ...] = ("low", "low_medium", "medium", "medium_high", "high")

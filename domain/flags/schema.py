@@ -1,7 +1,7 @@
 """SGLang server-argument schemas, one JSON file per SGLang version.
 
 The files in ``schemas/`` are dumps of ``ServerArgs.add_cli_args`` made from the real
-packages by ``tools/sglang_schema_dump.py``.  Everything here matches flags by their
+packages by ``runner/sglang_side/schema_dump.py``.  Everything here matches flags by their
 exact spelling: argparse's prefix matching (``--prefill-only`` silently becoming
 ``--prefill-only-disable-kv-cache``) is exactly what validation must never do.
 

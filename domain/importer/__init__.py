@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from domain.bench_record import json_safe
 from domain.importer import aiperf
 from domain.importer.bench_jsonl import decode_line, point_from_record
 from domain.importer.conditions import (
@@ -46,6 +45,7 @@ from domain.importer.types import (
     ServerFacts,
     SourceKind,
 )
+from domain.results.bench_record import json_safe
 
 __all__ = [
     "CONDITION_KEYS", "FileChanged", "FlagCheck", "ImportConditions", "ImportPreview", "ImportedPoint",

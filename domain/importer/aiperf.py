@@ -30,9 +30,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
-from domain.bench_record import LATENCIES, METRIC_COLUMNS, STATS
 from domain.importer.lines import MAX_LINE_BYTES
 from domain.importer.types import CONDITION_KEYS, DERIVED_KEYS, ImportedPoint, LineProblem, RecordFormat
+from domain.results.bench_record import LATENCIES, METRIC_COLUMNS, STATS
 
 MAX_FILE_BYTES = MAX_LINE_BYTES
 LATENCY_TAGS = {"ttft": "time_to_first_token", "tpot": "inter_token_latency", "itl": "inter_chunk_latency",

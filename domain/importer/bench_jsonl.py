@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from domain.bench_record import REQUIRED_KEYS, BadRecord, metrics_from_record
 from domain.flags.schema import all_schemas
 from domain.importer.lines import Line
 from domain.importer.types import CONDITION_KEYS, DERIVED_KEYS, ImportedPoint, LineProblem, RecordFormat, ServerFacts
+from domain.results.bench_record import REQUIRED_KEYS, BadRecord, metrics_from_record
 
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 OPTIONAL_GROUPS: Mapping[str, tuple[str, ...]] = {

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from domain.i18n import t
+from domain.core.i18n import t
 
 SourceKind = Literal["bench_serving_jsonl", "aiperf_json", "aiperf_csv"]
 
 # Conditions a point may state, the same names the runner stores per point
-# (domain.plan.point_conditions), plus ``tag`` which bench_serving ≥ 0.5.9 records.
+# (domain.plan.run_plan.point_conditions), plus ``tag`` which bench_serving ≥ 0.5.9 records.
 CONDITION_KEYS = (
     "scenario", "input_len", "output_len", "concurrency", "repeat_idx", "num_prompts", "warmup",
     "random_range_ratio", "dataset", "dataset_path", "seed", "request_rate", "backend", "tokenize_prompt",
@@ -29,7 +29,7 @@ CONDITION_KEYS = (
 )
 # Labels and counters the importer derives itself; never "unknown".
 DERIVED_KEYS = ("scenario", "repeat_idx")
-# Every LineProblem code; each has a text ``import.problem.<code>`` in domain/i18n/import.yaml.
+# Every LineProblem code; each has a text ``import.problem.<code>`` in domain/core/i18n/import.yaml.
 PROBLEM_CODES = ("too_long", "not_utf8", "truncated", "not_json", "not_object", "missing_keys", "bad_value",
                  "all_failed", "no_records", "aiperf_incomplete")
 

@@ -1,6 +1,6 @@
 """Actors for tests: who submits, cancels or reads the audit log (roles as in settings)."""
 
-from domain.access import Actor, Role
+from domain.core.access import Actor, Role
 
 
 def operator(name: str = "test") -> Actor:

@@ -18,9 +18,9 @@ import filelock
 import psutil
 
 from db import Store
-from domain.plan import RunPlan
-from domain.plan_io import plan_from_mapping
-from domain.settings import Settings
+from domain.core.settings import Settings
+from domain.plan.plan_io import plan_from_mapping
+from domain.plan.run_plan import RunPlan
 from tests.support.app_server import ROOT
 
 MARK = "BENCHDECK_TEST_MARK"

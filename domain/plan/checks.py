@@ -1,0 +1,81 @@
+"""Checks on a whole plan before it is queued (and, for flags, again by the runner before
+launch): flag validation against the chosen SGLang version, rule risk, memory fit.
+
+The CLI prints ``detail``; the form shows ``errors`` and ``warnings`` beside the fields.
+Only flag errors block a submission: a broken contest rule or a memory verdict is shown
+as a warning, because the team also explores configurations for rules not yet final and
+the estimate is an estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from domain.core.i18n import t
+from domain.core.settings import Settings
+from domain.flags.policy import load_policy
+from domain.flags.schema import newest_version
+from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
+from domain.plan.run_plan import RunPlan
+
+
+@dataclass
+class CheckReport:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    detail: str = ""
+    config: ConfigCheck | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def schema_version_for(plan: RunPlan, host_version: str | None = None) -> str:
+    """The SGLang version whose flags a plan is checked against: the plan's own, else the
+    runner host's installed one, else the newest shipped schema."""
+    return plan.sglang_version or host_version or newest_version()
+
+
+def configuration_check(plan: RunPlan, settings: Settings, host_version: str | None = None) -> ConfigCheck:
+    bench = plan.benchmark
+    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    return check_configuration(
+        plan.server_args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
+        gpu_type=plan.gpu.type, gpu_count=plan.gpu.count, input_len=largest.input_len,
+        output_len=largest.output_len, concurrency=max(bench.concurrency),
+        policy=load_policy(settings.flag_policy_file),
+    )
+
+
+def role_checks(plan: RunPlan, settings: Settings, host_version: str | None = None) -> list[tuple[str, ConfigCheck]]:
+    """Each topology role's own flags (plan-wide ones merged in), checked like a server's
+    own: one check per role, against the GPUs one of its servers gets."""
+    bench = plan.benchmark
+    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    checks = []
+    for role, group in plan.topology.groups():
+        args = {**plan.server_args, **group.server_args}
+        checks.append((role, check_configuration(
+            args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
+            gpu_type=plan.gpu.type, gpu_count=group.gpus_per_server, input_len=largest.input_len,
+            output_len=largest.output_len, concurrency=max(bench.concurrency),
+            policy=load_policy(settings.flag_policy_file),
+        )))
+    return checks
+
+
+def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None) -> CheckReport:
+    config = configuration_check(plan, settings, host_version)
+    report = CheckReport(detail=format_check_report(config, lang), config=config)
+    for role, role_config in role_checks(plan, settings, host_version):
+        report.errors += [f"{role}: {issue.message(lang)}" for issue in role_config.flags.errors]
+        report.warnings += [f"{role}: {issue.message(lang)}" for issue in role_config.flags.warnings]
+    report.errors += [issue.message(lang) for issue in config.flags.errors]
+    report.warnings += [issue.message(lang) for issue in config.flags.warnings]
+    report.warnings += [broken.text(lang) for broken in config.risk.broken]
+    if config.memory is not None and (config.memory.verdict != "fits" or config.memory.warnings):
+        report.warnings.append(config.memory.text(lang))
+    if plan.engine == "sglang" and settings.sglang_python is None:
+        report.warnings.append(t("check.no_sglang_here", lang))
+    return report

@@ -1,0 +1,101 @@
+"""DB rows → the "points frame" the analysis, comparability and export functions take.
+
+One row per measured point: run identity, every condition the point was measured under
+(flattened from its stored ``conditions``), the typed metrics, and the telemetry
+summaries.  What a row does not know stays ``None`` (imported runs), never a guess.
+Measured and emulated runs do know some things implicitly, written down here:
+- ``model_revision``: the ``--revision`` flag, else the repo's default branch, which is
+  what SGLang loads when none is given;
+- ``dtype``: FP8 when the checkpoint is an FP8 one or ``--quantization`` says so, else
+  ``--dtype`` (``auto`` when unset);
+- ``load_format``: ``--load-format`` (``auto`` when unset; ``dummy`` = random weights);
+- ``network``: ``single-host`` for runs the runner measured on one host.
+Imported runs whose file carried ``server_info`` know their resolved flags as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from domain.results.bench_record import METRIC_COLUMNS
+
+CONDITION_COLUMNS = (
+    "input_len", "output_len", "random_range_ratio", "num_prompts", "warmup", "dataset", "seed", "request_rate",
+    "apply_chat_template", "thinking_mode", "ignore_eos", "bench_tool", "bench_version", "backend",
+)
+DEFAULT_REVISION = "main (default)"
+
+
+def _json(value: Any, default: Any) -> Any:
+    if value is None:
+        return default
+    if isinstance(value, str):
+        return json.loads(value)
+    return value
+
+
+def _dtype(model: str | None, args: Mapping[str, Any], known: bool) -> str | None:
+    quantization = str(args.get("quantization") or "")
+    if (model and "fp8" in model.lower()) or quantization.startswith(("fp8", "w8a8_fp8")):
+        return "fp8"
+    if quantization:
+        return quantization
+    return str(args.get("dtype", "auto")) if known else None
+
+
+def _record_totals(raw: Any) -> tuple[Any, Any]:
+    record = _json(raw, {})
+    return record.get("total_input_tokens"), record.get("total_output_tokens")
+
+
+def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """One DB row (db.Store.points_for_comparison) as one points-frame row."""
+    conditions = _json(row.get("conditions"), {})
+    args = _json(row.get("server_args"), {})
+    facts = _json(row.get("startup_facts"), {})
+    environment = _json(row.get("environment"), {})
+    # Runs we measured know their full flag set; so do imports whose file carried the server's
+    # resolved args (server_info).  Only then is an unset flag known to be at its default.
+    measured_here = row.get("source") in ("measured", "emulated") or (
+        environment.get("provenance", {}).get("server_args") == "file")
+    total_in, total_out = _record_totals(row.get("raw_record"))
+    gpu_unavailable = row.get("gpu_unavailable")
+    out: dict[str, Any] = {
+        "run_id": int(row["run_id"]), "run_name": row.get("run_name"), "source": row.get("source"),
+        "engine": row.get("engine"), "model": row.get("model"),
+        # The version the runner launched is in the point; the plan may have left it to the host.
+        "engine_version": conditions.get("engine_version") or row.get("engine_version"),
+        "model_revision": args.get("revision", DEFAULT_REVISION if measured_here else None),
+        "dtype": _dtype(row.get("model"), args, measured_here),
+        "load_format": args.get("load-format", "auto" if measured_here else None),
+        "gpu_type": row.get("gpu_type"), "gpu_count": row.get("gpu_count"),
+        "network": "single-host" if row.get("host_info") else None,
+        # The label carries the kind, the P:D ratio and the GPU split (domain/plan/topology.py).
+        "topology": _topology_label(_json(row.get("topology"), {})),
+        "server_args": args, "tags": _json(row.get("tags"), []), "submitted_at": row.get("submitted_at"),
+        "host_healthy": True if row.get("host_info") else None,
+        "max_total_num_tokens": facts.get("max_total_num_tokens"),
+        "scenario": row["scenario"], "concurrency": int(row["concurrency"]), "repeat_idx": int(row["repeat_idx"]),
+        "total_input_tokens": total_in, "total_output_tokens": total_out,
+        "gpu_util_mean": row.get("gpu_util_mean"), "gpu_mem_peak_gb": row.get("gpu_mem_peak_gb"),
+        "kv_usage_peak": row.get("kv_usage_peak"),
+        "gpu_clock_event_reasons_max": row.get("gpu_clock_event_reasons_max"),
+        "telemetry_available": not gpu_unavailable if gpu_unavailable is not None else False,
+    }
+    for column in CONDITION_COLUMNS:
+        out[column] = conditions.get(column)
+    for column in METRIC_COLUMNS:
+        out[column] = row.get(column)
+    return out
+
+
+def points_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([point_row(r) for r in rows])
+
+
+def _topology_label(topology: dict[str, Any]) -> str | None:
+    return topology.get("label") or topology.get("kind")

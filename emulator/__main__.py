@@ -1,0 +1,5 @@
+import sys
+
+from emulator.launch import main
+
+sys.exit(main())

@@ -1,0 +1,296 @@
+"""The continuous-batching scheduler of the emulated engine, as a pure state machine.
+
+No clock, no I/O and no asyncio here: :meth:`Scheduler.plan` picks the next forward step
+and its duration (from :mod:`emulator.timing`), :meth:`Scheduler.apply` advances
+the requests when that step ends.  The live engine (:mod:`emulator.step_loop`) sleeps
+through each step in real time; the predictor (:mod:`emulator.predict`) runs the
+very same object on a virtual clock.  That is why measured and predicted figures can be
+compared at all.
+
+The policy mirrors SGLang's default scheduler (FCFS, chunked prefill, no mixed chunk):
+
+1. **Prefill first.**  If a request is part-way through a chunked prefill, or requests
+   wait and the batch has room, the step is a prefill step; running decodes pause for it
+   (with ``--enable-mixed-chunk`` they ride along as one-token chunks).
+2. **Token budget.**  A prefill step takes at most ``chunked_prefill_size`` new tokens
+   (``max_prefill_tokens`` when chunking is disabled with -1, in which case a longer
+   prompt is admitted only alone, unchunked).  A prompt longer than what is left of the
+   budget is chunked; its remaining chunks go first in the following steps.
+3. **Admission.**  A waiting request is admitted (FCFS, head-of-line blocking) while fewer
+   than ``max_running_requests`` run and its reservation fits the KV pool:
+   ``Σ reserved + prompt + min(max_new_tokens, CLIP) ≤ max_total_num_tokens`` (SGLang
+   clips the output estimate at 4096 tokens, ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``).
+4. **Decode.**  Otherwise every request whose prefill is complete decodes one token.  If
+   the KV pool cannot hold one more token per request, the newest request is retracted
+   (back to the head of the queue, to prefill prompt + generated again), as SGLang does.
+5. **Prefix cache.**  A radix-cache stand-in matches prompts by 32-token pages; matched
+   tokens are not recomputed (at least one prompt token always is).  ``/flush_cache``
+   empties it; ``--disable-radix-cache`` turns it off.
+
+Not modelled: data-parallel replicas (``--dp-size``) and attention-DP ranks run as one
+scheduler over one GPU's KV pool (their memory arithmetic is still applied), speculative
+decoding, and priority or cache-aware (``lpm``) ordering, which all behave as FCFS here.
+
+The first output token is produced by the step that completes the prefill; a request ends
+after ``stop_after`` tokens (``max_new_tokens``, or an earlier emulated EOS when the
+request does not set ``ignore_eos``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from emulator.timing import TimingModel
+
+CLIP_MAX_NEW_TOKENS = 4096
+PAGE = 32
+
+
+@dataclass(eq=False)
+class Request:
+    rid: str
+    prompt_ids: Sequence[int]
+    max_new_tokens: int
+    stop_after: int  # tokens actually generated before finishing (≤ max_new_tokens)
+    arrival: float
+    prefill_target: int = 0  # tokens to have in KV before decoding (prompt, or more after a retraction)
+    prefilled: int = 0
+    cached: int = 0
+    transferred: int = 0  # PD decode side: prompt tokens whose KV arrived from a prefill server
+    generated: int = 0
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    prev_token_at: float | None = None
+    finished_at: float | None = None
+    finish_reason: str | None = None  # "length" | "stop" | "abort"
+    admitted_at: float | None = None
+    page_keys: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.prefill_target = self.prefill_target or len(self.prompt_ids)
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def kv_tokens(self) -> int:
+        """Tokens this request holds in the KV pool now."""
+        if self.prefilled < self.prefill_target:
+            return self.prefilled
+        # After a retraction, the tokens generated so far were prefilled again with the prompt.
+        recomputed = self.prefill_target - self.prompt_len
+        return self.prefilled + self.generated - recomputed
+
+    @property
+    def reservation(self) -> int:
+        return self.prefill_target + min(self.max_new_tokens, CLIP_MAX_NEW_TOKENS)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # "prefill" | "decode"
+    chunks: tuple[tuple[Request, int], ...]  # (request, new tokens) prefilled in this step
+    decoders: tuple[Request, ...]  # requests that decode one token in this step
+    duration_s: float  # device seconds
+
+
+@dataclass
+class SchedulerLimits:
+    max_total_num_tokens: int
+    max_running_requests: int
+    chunked_prefill_size: int  # -1: disabled
+    max_prefill_tokens: int
+    radix_cache: bool = True
+    mixed_chunk: bool = False
+
+
+class PrefixCache:
+    """LRU set of page-aligned prompt prefixes, keyed by a rolling hash."""
+
+    def __init__(self, capacity_tokens: int, enabled: bool) -> None:
+        self.capacity_pages = max(0, capacity_tokens // PAGE)
+        self.enabled = enabled
+        self._pages: OrderedDict[int, None] = OrderedDict()
+
+    @staticmethod
+    def keys(ids: Sequence[int]) -> list[int]:
+        keys, h = [], 0
+        for start in range(0, len(ids) - PAGE + 1, PAGE):
+            h = hash((h, tuple(ids[start:start + PAGE])))
+            keys.append(h)
+        return keys
+
+    def match(self, keys: Sequence[int]) -> int:
+        if not self.enabled:
+            return 0
+        matched = 0
+        for key in keys:
+            if key not in self._pages:
+                break
+            self._pages.move_to_end(key)
+            matched += 1
+        return matched * PAGE
+
+    def insert(self, keys: Sequence[int]) -> None:
+        if not self.enabled:
+            return
+        for key in keys:
+            self._pages[key] = None
+            self._pages.move_to_end(key)
+        while len(self._pages) > self.capacity_pages:
+            self._pages.popitem(last=False)
+
+    def clear(self) -> None:
+        self._pages.clear()
+
+    @property
+    def tokens(self) -> int:
+        return len(self._pages) * PAGE
+
+
+@dataclass
+class Counters:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generation_tokens: int = 0
+    finished_requests: int = 0
+    retractions: int = 0
+
+
+class Scheduler:
+    def __init__(self, timing: TimingModel, limits: SchedulerLimits) -> None:
+        self.timing = timing
+        self.limits = limits
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.reserved = 0
+        self.cache = PrefixCache(limits.max_total_num_tokens, limits.radix_cache)
+        self.counters = Counters()
+
+    # -- queue -------------------------------------------------------------------------------
+    def enqueue(self, req: Request) -> None:
+        req.page_keys = PrefixCache.keys(req.prompt_ids) if self.cache.enabled else []
+        self.waiting.append(req)
+
+    def abort(self, req: Request) -> None:
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif req in self.running:
+            self._release(req)
+        if not req.finished:
+            req.finish_reason = "abort"
+
+    def idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def kv_used(self) -> int:
+        return sum(r.kv_tokens for r in self.running)
+
+    def flush_cache(self) -> bool:
+        """SGLang refuses to flush while requests run or wait."""
+        if not self.idle():
+            return False
+        self.cache.clear()
+        return True
+
+    # -- planning ----------------------------------------------------------------------------
+    def _budget(self) -> int:
+        chunk = self.limits.chunked_prefill_size
+        return min(chunk, self.limits.max_prefill_tokens) if chunk > 0 else self.limits.max_prefill_tokens
+
+    def _admit(self, budget: int, chunks: list[tuple[Request, int]]) -> None:
+        chunking = self.limits.chunked_prefill_size > 0
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_running_requests:
+            req = self.waiting[0]
+            need = min(req.reservation, self.limits.max_total_num_tokens)
+            if self.reserved + need > self.limits.max_total_num_tokens:
+                break  # FCFS: the head blocks the queue until memory frees up
+            cached = min(self.cache.match(req.page_keys), req.prefill_target - 1)
+            # KV handed over by a prefill server is in the pool already: not recomputed.
+            ready = max(cached, min(req.transferred, req.prefill_target - 1))
+            remaining = req.prefill_target - ready
+            if not chunking and remaining > budget and chunks:
+                break  # an unchunked long prompt only goes alone
+            self.waiting.popleft()
+            req.cached, req.prefilled = max(req.cached, cached), ready
+            self.running.append(req)
+            self.reserved += need
+            take = remaining if not chunking else min(remaining, budget)
+            chunks.append((req, take))
+            budget -= take
+
+    def _retract_if_full(self) -> None:
+        decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
+        while len(decoding) > 1 and self.kv_used() + len(decoding) > self.limits.max_total_num_tokens:
+            victim = decoding.pop()
+            self._release(victim)
+            victim.prefill_target = victim.prompt_len + victim.generated
+            victim.prefilled = 0
+            victim.transferred = 0  # a retracted request recomputes its prompt
+            self.waiting.appendleft(victim)
+            self.counters.retractions += 1
+
+    def plan(self) -> Step | None:
+        chunks: list[tuple[Request, int]] = []
+        budget = self._budget()
+        for req in self.running:  # a chunked prefill in progress continues first
+            if req.prefilled < req.prefill_target and budget > 0:
+                take = min(req.prefill_target - req.prefilled, budget)
+                chunks.append((req, take))
+                budget -= take
+        self._admit(budget, chunks)
+        in_prefill = {id(r) for r, _ in chunks}
+        if not chunks:
+            self._retract_if_full()
+        decoders = tuple(r for r in self.running
+                         if r.prefilled >= r.prefill_target and id(r) not in in_prefill)
+        if chunks:
+            riders = decoders if self.limits.mixed_chunk else ()
+            pieces = [(n, r.prefilled) for r, n in chunks] + [(1, r.kv_tokens) for r in riders]
+            return Step("prefill", tuple(chunks), riders, self.timing.prefill_step_s(pieces))
+        if decoders:
+            kv = sum(r.kv_tokens for r in decoders)
+            return Step("decode", (), decoders, self.timing.decode_step_s(len(decoders), kv))
+        return None
+
+    # -- completion --------------------------------------------------------------------------
+    def apply(self, step: Step, now: float) -> list[Request]:
+        """Advance the requests of ``step``, ended at ``now``; returns those that got a token."""
+        emitted: list[Request] = []
+        for req, n in step.chunks:
+            req.prefilled += n
+            if req.prefilled >= req.prefill_target:
+                self.counters.prompt_tokens += req.prompt_len if req.first_token_at is None else 0
+                self.counters.cached_tokens += req.cached if req.first_token_at is None else 0
+                self._emit(req, now, emitted)
+        for req in step.decoders:
+            self._emit(req, now, emitted)
+        return emitted
+
+    def _emit(self, req: Request, now: float, emitted: list[Request]) -> None:
+        if req.finished:  # aborted while its step ran
+            return
+        req.generated += 1
+        self.counters.generation_tokens += 1
+        if req.first_token_at is None:
+            req.first_token_at = now
+        req.prev_token_at, req.last_token_at = req.last_token_at, now
+        if req.generated >= req.stop_after:
+            req.finish_reason = "length" if req.stop_after >= req.max_new_tokens else "stop"
+            req.finished_at = now
+            self.counters.finished_requests += 1
+            self._release(req)
+            self.cache.insert(req.page_keys)
+        emitted.append(req)
+
+    def _release(self, req: Request) -> None:
+        if req in self.running:
+            self.running.remove(req)
+            self.reserved -= min(req.reservation, self.limits.max_total_num_tokens)

@@ -1,0 +1,99 @@
+"""What every page shares: the language switch, the identity, and cached DB reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from db import DbBusy, Store
+from domain.core.access import PermissionDenied
+from domain.core.i18n import LANGUAGES, t
+from domain.core.settings import get_settings
+
+LANG_KEY = "lang"
+LANG_WIDGET_KEY = "lang_switch"
+# Short TTL: pages poll live state, and each uncached read costs a locked open/close (~25 ms).
+QUERY_TTL_S = 2
+
+
+def current_language() -> str:
+    """The session's language: a ``?lang=`` in the URL (shared links), else the setting."""
+    if LANG_KEY not in st.session_state:
+        from_url = st.query_params.get("lang")
+        st.session_state[LANG_KEY] = from_url if from_url in LANGUAGES else get_settings().language
+    return str(st.session_state[LANG_KEY])
+
+
+def _adopt_widget_language() -> None:
+    st.session_state[LANG_KEY] = st.session_state[LANG_WIDGET_KEY]
+
+
+def language_switch() -> None:
+    """The sidebar switch.  The chosen language lives in its own key, not the widget's,
+    so that it survives page switches and the widget can be rebuilt with it as index."""
+    lang = current_language()
+    st.sidebar.radio(
+        "言語 / Language",
+        options=list(LANGUAGES),
+        index=LANGUAGES.index(lang),
+        format_func=lambda code: {"ja": "日本語", "en": "English"}[code],
+        key=LANG_WIDGET_KEY,
+        on_change=_adopt_widget_language,
+        horizontal=True,
+    )
+
+
+def show_denied(exc: PermissionDenied, lang: str) -> None:
+    """db/ refused a write for this role: say so (a stale page may still show the button)."""
+    st.error(t("auth.denied", lang, detail=str(exc)), icon=":material/lock:")
+
+
+@st.cache_resource
+def store() -> Store:
+    """One Store per app process; migrations run once, the first time a page needs the DB."""
+    s = Store.from_settings(get_settings())
+    s.migrate()
+    return s
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_runs(limit: int = 200) -> list[dict[str, Any]]:
+    return store().list_runs(limit=limit)
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_counts() -> dict[str, int]:
+    return store().run_counts()
+
+
+def show_busy(exc: DbBusy) -> None:
+    """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves."""
+    st.warning(t("app.busy", current_language()), icon=":material/hourglass_top:")
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_runners() -> list[dict[str, Any]]:
+    return store().list_runners()
+
+
+def clear_run_caches() -> None:
+    """After a write, the next read must see it (do not wait for the TTL)."""
+    cached_runs.clear()
+    cached_counts.clear()
+    cached_runners.clear()
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def source_label(source: str, lang: str) -> str:
+    """Emulated and imported data are labelled wherever they appear (plain text: the
+    browser may have no emoji font)."""
+    return t(f"source.{source}", lang).upper() if source != "measured" else t(f"source.{source}", lang)

@@ -1,5 +1,0 @@
-import sys
-
-from runner.emulator.launch import main
-
-sys.exit(main())

@@ -1,0 +1,134 @@
+"""The engine server of one attempt: launch, readiness and teardown.  Its exact command
+is built in domain/plan/command.py, shared with the form's preview."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from domain.core.states import FailureKind
+from domain.plan.command import LOOPBACK
+from runner.logparse import classify, startup_facts, startup_stage
+from runner.process import Child, port_is_free, start_child, stop_group, tail
+from runner.server_log import DEFAULT_ROTATION, LogRotation
+
+
+class AttemptFailure(Exception):
+    """Ends an attempt as failed with a failure kind, a readable message and a hint."""
+
+    def __init__(self, kind: FailureKind, message: str, hint: str = ""):
+        super().__init__(message)
+        self.kind = kind
+        self.hint = hint
+
+
+class PortTaken(AttemptFailure):
+    """The port picked for a server was taken by the time it launched (a stale server?)."""
+
+    def __init__(self, port: int):
+        super().__init__(FailureKind.HOST_UNHEALTHY, f"port {port} is taken (a stale server?)")
+        self.port = port
+
+
+class AttemptCancelled(Exception):
+    """The user cancelled the run, or the runner is stopping."""
+
+
+@dataclass
+class EngineServer:
+    child: Child
+    port: int
+    argv: list[str]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def log_tail(self, max_bytes: int = 16_384) -> str:
+        return tail(self.child.log_path, max_bytes)
+
+    def crash_failure(self, *, default: FailureKind, what: str) -> AttemptFailure:
+        self.child.settle_log()  # the fatal line may still be in the pipe
+        diagnosis = classify(tail(self.child.log_path, 200_000), default=default)
+        code = self.child.returncode
+        message = f"{what} (exit code {code})" if code is not None else what
+        if diagnosis.line:
+            message += f": {diagnosis.line}"
+        return AttemptFailure(diagnosis.kind, message, diagnosis.hint)
+
+    def stop(self, grace_s: float) -> None:
+        stop_group(self.child.pgid, grace_s=grace_s, popen=self.child.popen)
+        self.child.settle_log()  # the group is gone: the pipe reaches EOF and the log is complete
+
+
+def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str],
+           rotation: LogRotation = DEFAULT_ROTATION) -> EngineServer:
+    """Start the server with its output in ``log_path``, rotated at ``rotation`` (the
+    daemon passes ``LogRotation.from_settings(settings)``)."""
+    if not port_is_free(port):
+        raise PortTaken(port)
+    return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv)
+
+
+def _status(url: str) -> int | None:
+    try:
+        return requests.get(url, timeout=2).status_code
+    except requests.RequestException:
+        return None
+
+
+def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[], bool]) -> float:
+    """Wait until /health answers 200 while the child is alive; return seconds to ready.
+
+    /v1/models answers before the server has warmed up, so it is not a readiness signal."""
+    start = time.monotonic()
+    while True:
+        if not server.child.alive:
+            raise server.crash_failure(default=FailureKind.SERVER_CRASH, what="the server exited during start-up")
+        if cancelled():
+            raise AttemptCancelled("cancelled during server start-up")
+        if _status(f"{server.base_url}/health") == 200:
+            return time.monotonic() - start
+        if time.monotonic() - start > budget_s:
+            stage = startup_stage(tail(server.child.log_path, 400_000))
+            raise AttemptFailure(
+                FailureKind.STARTUP_TIMEOUT,
+                f"timeout: startup:{stage} — the server was not ready within {budget_s:.0f} s "
+                "(BENCHDECK_STARTUP_TIMEOUT_S)",
+                "init = NCCL/distributed set-up (check --dist-timeout, the network); weights/kv_cache/cuda_graphs = "
+                "loading (large models take 10–60 min: raise the budget); warmup = HTTP up but the first request "
+                "never finished",
+            )
+        time.sleep(0.25)
+
+
+def server_info(server: EngineServer) -> dict[str, Any]:
+    for path in ("/server_info", "/get_server_info"):  # the older alias for servers before 0.5.9
+        try:
+            response = requests.get(f"{server.base_url}{path}", timeout=10)
+        except requests.RequestException:
+            continue
+        if response.status_code == 200:
+            return dict(response.json())
+    return {}
+
+
+def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
+    info = server_info(server)
+    facts: dict[str, Any] = dict(startup_facts(tail(server.child.log_path, 400_000)))
+    facts["seconds_to_ready"] = round(seconds_to_ready, 3)
+    for key in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "version",
+                "mem_fraction_static", "max_req_input_len"):
+        if key in info:
+            facts[key] = info[key]
+    states = info.get("internal_states") or []
+    if states and isinstance(states[0], dict) and "memory_usage" in states[0]:
+        facts["memory_usage_gb"] = states[0]["memory_usage"]
+    facts["emulated"] = bool(info.get("emulated") or info.get("benchdeck_emulator"))
+    facts["server_info"] = info
+    return facts
