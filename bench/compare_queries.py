@@ -16,8 +16,8 @@ from pathlib import Path
 
 from bench.synthetic import fill
 from db import Store
+from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame
-from domain.slides.export import build_comparison
 
 REPEATS = 40
 

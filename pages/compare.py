@@ -11,10 +11,10 @@ import streamlit as st
 
 from domain.core.i18n import t
 from domain.core.settings import get_settings
-from domain.results import analysis, comparability
-from domain.slides import export
+from domain.results import analysis, comparability, validity
+from domain.results.comparison import Comparison
+from domain.slides import deck, tables
 from domain.slides.charts import styled
-from domain.slides.export import Comparison
 from pages.parts.common import current_language
 from pages.parts.selection import comparison, pick
 
@@ -85,7 +85,7 @@ def saturation_section(c: Comparison) -> None:
                  sla_threshold_ms=settings.sla_ms)}
             for _, row in c.saturation.iterrows()]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    badges = analysis.badges_by_point(c.badges)
+    badges = validity.badges_by_point(c.badges)
     st.subheader(t("compare.validity", lang))
     if badges.empty:
         st.caption(t("compare.no_badges", lang))
@@ -94,7 +94,7 @@ def saturation_section(c: Comparison) -> None:
             t("col.id", lang): [f"#{r}" for r in badges["run_id"]],
             t("compare.col.scenario", lang): badges["scenario"],
             t("compare.col.concurrency", lang): badges["concurrency"],
-            t("compare.validity", lang): [", ".join(analysis.badge_label(b, lang) for b in names)
+            t("compare.validity", lang): [", ".join(validity.badge_label(b, lang) for b in names)
                                           for names in badges["badges"]],
         })
         st.dataframe(shown, hide_index=True, width="stretch")
@@ -102,7 +102,7 @@ def saturation_section(c: Comparison) -> None:
 
 def charts_section(c: Comparison) -> list[tuple[str, Any]]:
     st.subheader(t("compare.charts", lang))
-    charts = export.standard_charts(c)
+    charts = deck.standard_charts(c)
     for _title, chart in charts:  # each chart carries its own title
         st.altair_chart(styled(chart))
     return charts
@@ -112,20 +112,20 @@ def downloads_section(c: Comparison, table: pd.DataFrame, charts: list[tuple[str
     st.subheader(t("compare.downloads", lang))
     base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
     c1, c2, c3 = st.columns(3)
-    c1.download_button("CSV", export.table_csv(table, c.caveat), file_name=f"{base}.csv", mime="text/csv")
-    c2.download_button("Markdown", export.table_markdown(table, c.caveat, lang), file_name=f"{base}.md",
+    c1.download_button("CSV", tables.table_csv(table, c.caveat), file_name=f"{base}.csv", mime="text/csv")
+    c2.download_button("Markdown", tables.table_markdown(table, c.caveat, lang), file_name=f"{base}.md",
                        mime="text/markdown")
     if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare",
                      help=t("compare.prepare_help", lang)):
         return
     with st.spinner(t("compare.rendering", lang)):
-        c3.download_button("PPTX", export.comparison_deck(c), file_name=f"{base}.pptx",
+        c3.download_button("PPTX", deck.comparison_deck(c), file_name=f"{base}.pptx",
                            mime="application/vnd.openxmlformats-officedocument.presentationml.presentation")
         for index, (title, chart) in enumerate(charts):
             a, b = st.columns(2)
-            a.download_button(f"PNG · {title}", export.chart_png(chart, c.caveat),
+            a.download_button(f"PNG · {title}", deck.chart_png(chart, c.caveat),
                               file_name=f"{base}-chart{index + 1}.png", mime="image/png")
-            b.download_button(f"SVG · {title}", export.chart_svg(chart, c.caveat),
+            b.download_button(f"SVG · {title}", deck.chart_svg(chart, c.caveat),
                               file_name=f"{base}-chart{index + 1}.svg", mime="image/svg+xml")
 
 

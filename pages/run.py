@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import altair as alt
 import pandas as pd
 import pyarrow.parquet as pq
 import streamlit as st
@@ -20,6 +19,7 @@ from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
+from domain.slides.charts import run_points_chart, telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     clear_run_caches,
@@ -152,11 +152,7 @@ def points_section(points: list[dict[str, Any]], run: dict[str, Any]) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
     chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
                             var_name="metric")
-    chart = alt.Chart(chart_data).mark_line(point=True).encode(
-        x=alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2)), y=alt.Y("value:Q", title=None),
-        color="scenario:N", tooltip=["scenario", "concurrency", "metric", "value"],
-    ).properties(height=200, width=320).facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
-    st.altair_chart(chart)
+    st.altair_chart(run_points_chart(chart_data))
 
 
 def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) -> None:
@@ -172,16 +168,7 @@ def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) 
     samples = pd.concat([pq.read_table(f).to_pandas() for f in files[-8:]], ignore_index=True)
     samples = samples[~samples["warmup"]]
     samples["t"] = samples["ts"] - samples["ts"].min()
-    # Under a router or PD topology each worker's /metrics is its own source
-    # ("server:prefill-0", ...): colour by source then, so the roles stay apart.
-    by_role = samples["source"].astype(str).str.startswith("server:").any()
-    sparks = alt.Chart(samples).mark_line().encode(
-        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None),
-        color=alt.Color("source:N" if by_role else "point:N", legend=alt.Legend(orient="bottom", labelLimit=400)),
-        detail="point:N",
-    ).properties(height=90, width=260).facet(facet=alt.Facet("metric:N", title=None), columns=3).resolve_scale(
-        y="independent")
-    st.altair_chart(sparks)
+    st.altair_chart(telemetry_sparklines(samples))
     st.caption(t("run.telemetry_note", lang))
 
 

@@ -115,8 +115,9 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
     from domain.results import analysis
+    from domain.results.comparison import comparison_with_settings
     from domain.results.frames import points_frame
-    from domain.slides import export
+    from domain.slides import deck, tables
 
     store = Store.from_settings(settings)
     store.migrate()
@@ -126,8 +127,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if missing:
         print(t("cli.export_missing", args.lang, runs=", ".join(map(str, missing))), file=sys.stderr)
         return EXIT_INVALID
-    c = export.comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
-                                        intended_to_differ=frozenset(args.intended or []))
+    c = comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
+                                 intended_to_differ=frozenset(args.intended or []))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))
@@ -135,14 +136,14 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     written = []
     for fmt in args.format:
         if fmt == "csv":
-            written.append(_write(out / f"{stem}.csv", export.table_csv(table, c.caveat)))
+            written.append(_write(out / f"{stem}.csv", tables.table_csv(table, c.caveat)))
         elif fmt == "md":
-            written.append(_write(out / f"{stem}.md", export.table_markdown(table, c.caveat, args.lang).encode()))
+            written.append(_write(out / f"{stem}.md", tables.table_markdown(table, c.caveat, args.lang).encode()))
         elif fmt == "pptx":
-            written.append(_write(out / f"{stem}.pptx", export.comparison_deck(c)))
+            written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c)))
         else:
-            for index, (_title, chart) in enumerate(export.standard_charts(c), start=1):
-                data = export.chart_png(chart, c.caveat) if fmt == "png" else export.chart_svg(chart, c.caveat).encode()
+            for index, (_title, chart) in enumerate(deck.standard_charts(c), start=1):
+                data = deck.chart_png(chart, c.caveat) if fmt == "png" else deck.chart_svg(chart, c.caveat).encode()
                 written.append(_write(out / f"{stem}-chart{index}.{fmt}", data))
     for line in c.caveat:
         print(f"# {line}", file=sys.stderr)

@@ -28,9 +28,9 @@ from domain.results.analysis import (
     scaling_efficiency,
     summarise_points,
     t_quantile_975,
-    validity_badges,
     wide_table,
 )
+from domain.results.validity import BADGES, badges_by_point, validity_badges
 
 LATENCIES = {"ttft": 20.0, "tpot": 8.0, "itl": 8.0, "e2e": 1000.0}
 STAT_FACTORS = {"mean": 1.1, "median": 1.0, "p90": 1.5, "p95": 1.7, "p99": 2.0}
@@ -287,7 +287,7 @@ def test_range_ratio_sets_the_expected_lengths() -> None:
 def test_badges_by_point_merges_repeats() -> None:
     rows = [point(1, 8, repeat_idx=0, host_healthy=False), point(1, 8, repeat_idx=1, source="emulated",
                                                                    host_healthy=False)]
-    merged = analysis.badges_by_point(validity_badges(frame(*rows)))
+    merged = badges_by_point(validity_badges(frame(*rows)))
     assert merged.iloc[0]["badges"] == ["emulated", "unhealthy_host"]
 
 
@@ -295,7 +295,7 @@ def test_badges_by_point_merges_repeats() -> None:
 
 
 def test_every_metric_badge_and_rule_has_strings_in_both_languages() -> None:
-    keys = [f"compare.metric.{m.name}" for m in analysis.METRICS] + [f"compare.badge.{b}" for b in analysis.BADGES]
+    keys = [f"compare.metric.{m.name}" for m in analysis.METRICS] + [f"compare.badge.{b}" for b in BADGES]
     keys += [f"compare.rule.{r}" for r in ("throughput_gain", "latency_sla", "both", "none")]
     keys += [f"compare.verdict.{v}" for v in ("better", "worse", "same", "changed", "baseline")]
     for key in keys:

@@ -28,8 +28,11 @@ from pptx import Presentation
 from pptx.oxml.ns import qn
 
 from domain.results.analysis import wide_table
-from domain.slides import charts, export
+from domain.results.comparison import Comparison, build_comparison
+from domain.slides import charts
 from domain.slides.charts import FONT
+from domain.slides.deck import FOOTER_NAME, chart_png, chart_svg, comparison_deck, standard_charts
+from domain.slides.tables import format_number, table_csv, table_markdown
 from tests.test_analysis import frame, point
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -48,8 +51,8 @@ def comparison_rows() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def comparison() -> export.Comparison:
-    return export.build_comparison(frame(*comparison_rows()), 1, [2, 3], "ja")
+def comparison() -> Comparison:
+    return build_comparison(frame(*comparison_rows()), 1, [2, 3], "ja")
 
 
 # -- tables --------------------------------------------------------------------------------------
@@ -59,8 +62,8 @@ def read_csv(data: bytes) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), comment="#", encoding="utf-8-sig")
 
 
-def test_csv_numbers_equal_the_frame_exactly(comparison: export.Comparison) -> None:
-    data = export.table_csv(comparison.compare, comparison.caveat)
+def test_csv_numbers_equal_the_frame_exactly(comparison: Comparison) -> None:
+    data = table_csv(comparison.compare, comparison.caveat)
     back = read_csv(data)
     assert len(back) == len(comparison.compare)
     source = frame(*comparison_rows()).set_index(["run_id", "concurrency"])
@@ -70,23 +73,23 @@ def test_csv_numbers_equal_the_frame_exactly(comparison: export.Comparison) -> N
     assert back["value"].tolist() == pytest.approx(comparison.compare["value"].tolist(), rel=0, abs=0, nan_ok=True)
 
 
-def test_csv_carries_the_caveat_after_the_table(comparison: export.Comparison) -> None:
-    text = export.table_csv(comparison.compare, comparison.caveat).decode("utf-8-sig")
+def test_csv_carries_the_caveat_after_the_table(comparison: Comparison) -> None:
+    text = table_csv(comparison.compare, comparison.caveat).decode("utf-8-sig")
     footer = [line[2:] for line in text.splitlines() if line.startswith("# ")]
     assert footer == comparison.caveat
     assert any("出力長 (OSL)" in line for line in footer) and any("エミュレート" in line for line in footer)
 
 
-def test_wide_csv_keeps_run_labels_with_hash_and_exact_numbers(comparison: export.Comparison) -> None:
+def test_wide_csv_keeps_run_labels_with_hash_and_exact_numbers(comparison: Comparison) -> None:
     wide = wide_table(comparison.compare, "en", ["output_tok_s"])
-    back = read_csv(export.table_csv(wide, ["caveat"]))
+    back = read_csv(table_csv(wide, ["caveat"]))
     assert list(back.columns[:3]) == ["Scenario", "Concurrency", "run1 (#1) (emulated) · Output tok/s"]
     assert back.iloc[0, 2] == 100.123456789
 
 
-def test_markdown_rounds_and_says_so(comparison: export.Comparison) -> None:
+def test_markdown_rounds_and_says_so(comparison: Comparison) -> None:
     wide = wide_table(comparison.compare, "en", ["output_tok_s"])
-    text = export.table_markdown(wide, comparison.caveat, "en")
+    text = table_markdown(wide, comparison.caveat, "en")
     lines = text.splitlines()
     assert lines[0].startswith("| Scenario | Concurrency | run1 (#1) (emulated) · Output tok/s |")
     assert lines[2] == "| short | 1 | 100.1 | 105 | +4.9% | 90.33 | -9.8% |"  # 100.123456789, 105.0, 90.333…
@@ -95,28 +98,28 @@ def test_markdown_rounds_and_says_so(comparison: export.Comparison) -> None:
 
 
 def test_number_formatting() -> None:
-    assert [export.format_number(v) for v in (1234.56, 12.345, 0.12345, 8.0, None, float("inf"), "x")] == [
+    assert [format_number(v) for v in (1234.56, 12.345, 0.12345, 8.0, None, float("inf"), "x")] == [
         "1,234.6", "12.35", "0.123", "8", "", "inf", "x"]
 
 
 # -- charts --------------------------------------------------------------------------------------
 
 
-def test_png_opens_and_svg_is_xml_with_the_caveat(comparison: export.Comparison) -> None:
+def test_png_opens_and_svg_is_xml_with_the_caveat(comparison: Comparison) -> None:
     chart = charts.metric_chart(comparison.summary, ["output_tok_s", "ttft_p99"], "ja",
                                 saturation=comparison.saturation)
-    png = export.chart_png(chart, comparison.caveat, scale=1)
+    png = chart_png(chart, comparison.caveat, scale=1)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     image = Image.open(io.BytesIO(png))
     assert image.format == "PNG" and image.width > 600 and image.height > 300
-    svg = export.chart_svg(chart, comparison.caveat)
+    svg = chart_svg(chart, comparison.caveat)
     root = ET.fromstring(svg)  # noqa: S314 — our own renderer's output, not untrusted input
     assert root.tag.endswith("svg")
     assert "比較キー" in svg and "出力 tok/s" in svg and FONT in svg
 
 
-def test_every_chart_builder_renders(comparison: export.Comparison) -> None:
-    for _title, chart in export.standard_charts(comparison):
+def test_every_chart_builder_renders(comparison: Comparison) -> None:
+    for _title, chart in standard_charts(comparison):
         spec = charts.styled(charts.with_footer(chart, comparison.caveat)).to_dict()
         svg = vl_convert.vegalite_to_svg(spec, allowed_base_urls=[])
         assert "（エミュレート）" in svg  # emulated series are labelled in the legend
@@ -156,9 +159,9 @@ def test_japanese_in_png_is_not_tofu() -> None:
 
 
 @pytest.fixture(scope="module")
-def deck(comparison: export.Comparison) -> Any:
+def deck(comparison: Comparison) -> Any:
     one_chart = [("チャート", charts.gpu_chart(comparison.summary, "ja"))]
-    data = export.comparison_deck(comparison, metrics=("output_tok_s",), chart_set=one_chart)
+    data = comparison_deck(comparison, metrics=("output_tok_s",), chart_set=one_chart)
     return Presentation(io.BytesIO(data))
 
 
@@ -172,9 +175,9 @@ def test_deck_opens_with_title_table_and_chart_slides(deck: Any) -> None:
     assert any(shape.shape_type == 13 for shape in slides[2].shapes)  # MSO_SHAPE_TYPE.PICTURE
 
 
-def test_every_slide_has_the_caveat_footer(deck: Any, comparison: export.Comparison) -> None:
+def test_every_slide_has_the_caveat_footer(deck: Any, comparison: Comparison) -> None:
     for slide in deck.slides:
-        footers = [shape for shape in slide.shapes if shape.name == export.FOOTER_NAME]
+        footers = [shape for shape in slide.shapes if shape.name == FOOTER_NAME]
         assert len(footers) == 1
         assert footers[0].text_frame.text.splitlines() == comparison.caveat
 
@@ -201,8 +204,8 @@ def _runs(shape: Any) -> list[Any]:
 
 
 def test_deck_text_follows_the_ui_language() -> None:
-    english = export.build_comparison(frame(*comparison_rows()), 1, [2], "en")
-    deck = Presentation(io.BytesIO(export.comparison_deck(english, metrics=("output_tok_s",), chart_set=[])))
+    english = build_comparison(frame(*comparison_rows()), 1, [2], "en")
+    deck = Presentation(io.BytesIO(comparison_deck(english, metrics=("output_tok_s",), chart_set=[])))
     title_texts = [shape.text_frame.text for shape in deck.slides[0].shapes if shape.has_text_frame]
     assert "Benchmark comparison" in title_texts
     assert not any(JAPANESE.search(text) for slide in deck.slides for shape in slide.shapes
@@ -210,6 +213,6 @@ def test_deck_text_follows_the_ui_language() -> None:
 
 
 def test_csv_module_quoting_is_what_read_back_relies_on() -> None:
-    text = export.table_csv(pd.DataFrame({"name": ["a#b"], "v": [1.5]}), ["x"]).decode("utf-8-sig")
+    text = table_csv(pd.DataFrame({"name": ["a#b"], "v": [1.5]}), ["x"]).decode("utf-8-sig")
     assert next(csv.reader(io.StringIO(text.splitlines()[1]))) == ["a#b", "1.5"]
     assert read_csv(text.encode("utf-8-sig")).iloc[0]["name"] == "a#b"

@@ -1,5 +1,6 @@
 """Analysis of the points frame: metrics per point, deltas against a baseline with a noise
-band, saturation, scaling efficiency, the Pareto frontier and validity badges.
+band, saturation, scaling efficiency and the Pareto frontier (validity badges are in
+:mod:`domain.results.validity`).
 
 Everything is a pure function of the points frame (one row per measured point and repeat;
 see :mod:`domain.results.comparability` for the identity columns).  Repeats of a point are
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -190,7 +191,7 @@ def _delta_of(is_baseline: bool, value: float, ci: float, base: float, base_ci: 
               tail: object) -> tuple[float, float, str | None, str]:
     if is_baseline:
         return math.nan, math.nan, None, "baseline"
-    if _missing(base):
+    if is_missing(base):
         return math.nan, math.nan, None, "n/a"
     delta = delta_pct(value, base)
     noise, source = noise_band_pct(base, ci, base_ci, tail=bool(tail))
@@ -199,7 +200,7 @@ def _delta_of(is_baseline: bool, value: float, ci: float, base: float, base_ci: 
 
 def delta_pct(value: float, baseline: float) -> float:
     """(value − baseline) / |baseline| in %; NaN when either is missing or the baseline is 0."""
-    if _missing(value) or _missing(baseline) or baseline == 0:
+    if is_missing(value) or is_missing(baseline) or baseline == 0:
         return math.nan
     return (value - baseline) / abs(baseline) * 100.0
 
@@ -207,13 +208,13 @@ def delta_pct(value: float, baseline: float) -> float:
 def noise_band_pct(baseline: float, ci: float, baseline_ci: float, *, tail: bool) -> tuple[float, str]:
     """The half-width (in % of the baseline) within which a delta is noise, and its source:
     'repeats' when both sides have a confidence interval, else 'default' (wider for a p99)."""
-    if not _missing(ci) and not _missing(baseline_ci) and not _missing(baseline) and baseline != 0:
+    if not is_missing(ci) and not is_missing(baseline_ci) and not is_missing(baseline) and baseline != 0:
         return math.hypot(ci, baseline_ci) / abs(baseline) * 100.0, "repeats"
     return (TAIL_NOISE_BAND_PCT if tail else DEFAULT_NOISE_BAND_PCT), "default"
 
 
 def verdict(delta: float, noise: float, direction: object) -> str:
-    if _missing(delta):
+    if is_missing(delta):
         return "n/a"
     if abs(delta) <= noise:
         return "same"
@@ -226,12 +227,13 @@ def delta_text(delta: float, verdict_: str) -> str:
     """How a delta is shown: "≈" inside the noise, "+12.3%" outside, "" when there is none."""
     if verdict_ == "same":
         return "≈"
-    if verdict_ in ("n/a", "baseline") or _missing(delta):
+    if verdict_ in ("n/a", "baseline") or is_missing(delta):
         return ""
     return f"{delta:+.1f}%"
 
 
-def _missing(value: object) -> bool:
+def is_missing(value: object) -> bool:
+    """None, NaN or pd.NA: a number the frame does not have."""
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
@@ -310,7 +312,7 @@ def rule_text(saturation_row: pd.Series, lang: str, *, gain_threshold_pct: float
               sla_metric: str | None = None, sla_threshold_ms: float | None = None) -> str:
     """Which rule fired for a row of :func:`saturation_points`, in words, with its setting."""
     rule = saturation_row["rule"]
-    if rule is None or _missing(rule):
+    if rule is None or is_missing(rule):
         return t("compare.rule.none", lang)
     if rule == "throughput_gain":
         return t("compare.rule.throughput_gain", lang, pct=f"{gain_threshold_pct:g}")
@@ -321,7 +323,7 @@ def rule_text(saturation_row: pd.Series, lang: str, *, gain_threshold_pct: float
 
 
 def _knee(concurrency: list, throughput: list, threshold_pct: float) -> float | None:
-    points = [(c, thr) for c, thr in zip(concurrency, throughput, strict=True) if not _missing(thr) and thr > 0]
+    points = [(c, thr) for c, thr in zip(concurrency, throughput, strict=True) if not is_missing(thr) and thr > 0]
     knee = None
     for (c1, thr1), (c2, thr2) in itertools.pairwise(points):
         if gain_per_doubling(c1, thr1, c2, thr2) * 100.0 < threshold_pct:
@@ -332,7 +334,7 @@ def _knee(concurrency: list, throughput: list, threshold_pct: float) -> float | 
 
 
 def _sla_break(concurrency: list, latency: list, threshold_ms: float) -> float | None:
-    return next((c for c, lat in zip(concurrency, latency, strict=True) if not _missing(lat) and lat > threshold_ms),
+    return next((c for c, lat in zip(concurrency, latency, strict=True) if not is_missing(lat) and lat > threshold_ms),
                 None)
 
 
@@ -393,111 +395,3 @@ def _frontier_index(rows: pd.DataFrame) -> list:
         if not dominated:
             frontier.append(index)
     return frontier
-
-
-# -- validity badges -----------------------------------------------------------------------------
-
-LOW_CONCURRENCY_RATIO = 0.80  # achieved < 80 % of the target: the client could not keep requests in flight
-OUTPUT_SHORTFALL_RATIO = 0.95  # under 95 % of the expected output tokens
-INPUT_LENGTH_TOLERANCE = 0.05  # measured mean input length more than 5 % off the expected
-# NVML clock-event reasons that mean throttling: SW power cap, HW slowdown, SW thermal,
-# HW thermal, HW power brake (0x1 idle and 0x2 application clocks are not).
-THROTTLE_REASONS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                    0x80: "hw_power_brake"}
-THROTTLE_MASK = sum(THROTTLE_REASONS)
-
-BADGES = ("low_concurrency", "incomplete", "output_shortfall", "input_length_off", "throttled", "unhealthy_host",
-          "emulated", "imported")
-BADGE_COLUMNS = ("run_id", "scenario", "concurrency", "repeat_idx", "badge", "detail")
-
-
-def expected_length(requested: float, range_ratio: object) -> float:
-    """Mean length bench_serving's random datasets draw: uniform in [ratio × L, L], so
-    L × (1 + ratio) / 2; an unknown ratio is taken as 1 (exact lengths, benchdeck's default)."""
-    ratio = 1.0 if _missing(range_ratio) else float(range_ratio)  # type: ignore[arg-type]
-    return requested * (1.0 + ratio) / 2.0
-
-
-def point_badges(row: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Every badge one point earns, as (badge, detail) with the numbers behind it."""
-    checks = (_low_concurrency, _incomplete, _output_shortfall, _input_length_off, _throttled, _unhealthy_host,
-              _source_badge)
-    return [badge for check in checks if (badge := check(row)) is not None]
-
-
-def validity_badges(frame: pd.DataFrame) -> pd.DataFrame:
-    """Long table, one row per (point, badge) fired; columns :data:`BADGE_COLUMNS`."""
-    records = [
-        (row["run_id"], row["scenario"], row["concurrency"], row.get("repeat_idx"), badge, detail)
-        for row in frame.to_dict("records")  # plain dicts: iterrows builds a Series per row, ~10× slower
-        for badge, detail in point_badges(row)
-    ]
-    return pd.DataFrame.from_records(records, columns=list(BADGE_COLUMNS))
-
-
-def badges_by_point(badges: pd.DataFrame) -> pd.DataFrame:
-    """Per (run, scenario, concurrency): the sorted distinct badge names (repeats merged)."""
-    grouped = badges.groupby(["run_id", *POINT], sort=True)["badge"].agg(lambda b: sorted(set(b)))
-    return grouped.reset_index().rename(columns={"badge": "badges"})
-
-
-def _num(row: Mapping[str, Any], column: str) -> float | None:
-    value = row.get(column)
-    if value is None or _missing(value):
-        return None
-    return float(value)
-
-
-def _low_concurrency(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    achieved, target = _num(row, "achieved_concurrency"), _num(row, "concurrency")
-    if achieved is None or not target or achieved >= LOW_CONCURRENCY_RATIO * target:
-        return None
-    return "low_concurrency", f"{achieved:.2f}/{target:g}"
-
-
-def _incomplete(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    completed, requested = _num(row, "completed"), _num(row, "requested")
-    if completed is None or requested is None or completed >= requested:
-        return None
-    return "incomplete", f"{completed:g}/{requested:g}"
-
-
-def _output_shortfall(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    tokens, completed, osl = _num(row, "total_output_tokens"), _num(row, "completed"), _num(row, "output_len")
-    if tokens is None or not completed or not osl:
-        return None
-    expected = completed * expected_length(osl, row.get("random_range_ratio"))
-    if tokens >= OUTPUT_SHORTFALL_RATIO * expected:
-        return None
-    cause = "eos_not_ignored" if row.get("ignore_eos") is False else "server_cap"
-    return "output_shortfall", f"{tokens / completed:.1f}/{expected / completed:.1f} ({cause})"
-
-
-def _input_length_off(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    tokens, completed, isl = _num(row, "total_input_tokens"), _num(row, "completed"), _num(row, "input_len")
-    if tokens is None or not completed or not isl:
-        return None
-    measured, expected = tokens / completed, expected_length(isl, row.get("random_range_ratio"))
-    if abs(measured - expected) <= INPUT_LENGTH_TOLERANCE * expected:
-        return None
-    return "input_length_off", f"{measured:.1f}/{expected:.1f}"
-
-
-def _throttled(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    reasons = _num(row, "gpu_clock_event_reasons_max")
-    if reasons is None or not int(reasons) & THROTTLE_MASK:
-        return None
-    return "throttled", ", ".join(name for bit, name in THROTTLE_REASONS.items() if int(reasons) & bit)
-
-
-def _unhealthy_host(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    return ("unhealthy_host", "") if row.get("host_healthy") is False or row.get("host_healthy") is np.False_ else None
-
-
-def _source_badge(row: Mapping[str, Any]) -> tuple[str, str] | None:
-    source = row.get("source")
-    return (str(source), "") if source in ("emulated", "imported") else None
-
-
-def badge_label(badge: str, lang: str) -> str:
-    return t(f"compare.badge.{badge}", lang)

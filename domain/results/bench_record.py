@@ -3,7 +3,7 @@
 Shared by the runner (its own points) and the importer (records measured elsewhere).
 The record is kept whole as well; these columns are what the compare page reads.
 
-Parsing pitfalls (see shared/reference/sglang.md §1.4): Python's client writes bare
+Parsing pitfalls (each pinned by tests/test_importer.py): Python's client writes bare
 ``Infinity``/``NaN`` (not valid JSON, but Python's json module reads them), the Rust client
 writes ``"inf"`` as a string, clients before 0.5.9 write 35 keys (no p90/p95, no
 ``total_throughput``), and every request failing means no record at all.

@@ -1,4 +1,5 @@
-"""Altair charts of a comparison, built for slides.
+"""Altair charts of a comparison, built for slides (and, at the end, the run page's two live
+charts).
 
 Each builder takes the frames of :mod:`domain.results.analysis` and the UI language and returns an
 *unconfigured* chart (so it can still be concatenated, e.g. with a caveat footer); call
@@ -243,3 +244,29 @@ def _with_run_names(scaling: pd.DataFrame, summary: pd.DataFrame | None) -> pd.D
         return out
     names = summary[["run_id", "run_name", "source"]].drop_duplicates("run_id")
     return scaling.merge(names, on="run_id", how="left")
+
+
+# -- the run page's live charts ------------------------------------------------------------------
+# Built here, not in pages/run.py, so that domain/slides/ stays the one place importing altair.
+
+
+def run_points_chart(points: pd.DataFrame) -> alt.FacetChart:
+    """The run page's per-point chart: ``points`` in long form (scenario, concurrency,
+    metric, value), one line per scenario over concurrency on a log₂ axis, a panel per metric."""
+    return alt.Chart(points).mark_line(point=True).encode(
+        x=alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2)), y=alt.Y("value:Q", title=None),
+        color="scenario:N", tooltip=["scenario", "concurrency", "metric", "value"],
+    ).properties(height=200, width=320).facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
+
+
+def telemetry_sparklines(samples: pd.DataFrame) -> alt.FacetChart:
+    """The run page's telemetry: a small line per metric over seconds (``t``), one line per point."""
+    # Under a router or PD topology each worker's /metrics is its own source
+    # ("server:prefill-0", ...): colour by source then, so the roles stay apart.
+    by_role = samples["source"].astype(str).str.startswith("server:").any()
+    return alt.Chart(samples).mark_line().encode(
+        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None),
+        color=alt.Color("source:N" if by_role else "point:N", legend=alt.Legend(orient="bottom", labelLimit=400)),
+        detail="point:N",
+    ).properties(height=90, width=260).facet(facet=alt.Facet("metric:N", title=None), columns=3).resolve_scale(
+        y="independent")

@@ -16,8 +16,8 @@ from db import DbBusy
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.results.comparability import CONDITIONS, condition_label
+from domain.results.comparison import Comparison, comparison_with_settings
 from domain.results.frames import points_frame
-from domain.slides.export import Comparison, comparison_with_settings
 from pages.parts.common import QUERY_TTL_S, show_busy, source_label, store
 
 MAX_RUNS = 8

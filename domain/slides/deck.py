@@ -1,24 +1,15 @@
-"""Exports of a comparison: tables as CSV and Markdown, charts as PNG and SVG (vl-convert,
-no browser), and a one-click PPTX deck built from those.
+"""Chart images and the deck of a comparison: charts as PNG and SVG (vl-convert, no
+browser), the standard slide set, and a one-click PPTX built from those.
 
-Every export carries the caveat footer of :func:`caveat_lines`: the comparability key,
-the fields that differ, the number of repeats, the noise rule, and whether any data is
-emulated or imported.
-
-* CSV keeps every number exactly as the frame holds it (pandas writes the shortest repr
-  that round-trips); the caveat follows the table as ``# ``-prefixed lines after a blank
-  line, and every text cell is quoted, so ``pd.read_csv(path, comment="#")`` reads the table
-  back whole (a '#' inside a quoted name is kept).  UTF-8 with a BOM, so Excel shows Japanese.
-* Markdown rounds numbers for reading (see :func:`format_number`) and says so in its footer.
+Every image and slide carries the caveat footer of :func:`domain.results.caveat.caveat_lines`
+(the comparison holds it as ``caveat``); the CSV and Markdown tables are in
+:mod:`domain.slides.tables`.
 """
 
 from __future__ import annotations
 
-import csv
 import io
-import math
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,122 +22,13 @@ from pptx.text.text import _Run
 from pptx.util import Inches, Pt
 
 from domain.core.i18n import t
-from domain.core.settings import Settings
 from domain.results import analysis, comparability
+from domain.results.comparison import Comparison
 from domain.slides import charts
 from domain.slides.charts import FONT, AnyChart
+from domain.slides.tables import flat_table, format_number
 
-CSV_ENCODING = "utf-8-sig"
-CAVEAT_PREFIX = "# "
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
-
-
-# -- the caveat footer ---------------------------------------------------------------------------
-
-
-def caveat_lines(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
-                 intended_to_differ: Collection[str] = frozenset(), checklist: pd.DataFrame | None = None) -> list[str]:
-    """The footer every export carries, in the UI language.  ``checklist`` (the output of
-    :func:`comparability.comparability_summary`) saves recomputing it when at hand."""
-    summary = checklist
-    if summary is None:
-        matrix = comparability.comparability_matrix(frame, baseline_run_id, run_ids, intended_to_differ)
-        summary = comparability.comparability_summary(matrix)
-    lines = [t("compare.caveat.key", lang, run_id=baseline_run_id,
-               key=comparability.key_summary(frame, baseline_run_id, lang))]
-    lines += _differences(summary, lang) or [t("compare.caveat.all_match", lang)]
-    lines.append(t("compare.caveat.repeats", lang, repeats=_repeats_text(frame, [baseline_run_id, *run_ids])) + " · "
-                 + t("compare.caveat.noise", lang, noise=_noise_text(lang)))
-    lines.append(_sources_text(frame, [baseline_run_id, *run_ids], lang))
-    return lines
-
-
-def _differences(summary: pd.DataFrame, lang: str) -> list[str]:
-    lines = []
-    for _, row in summary.iterrows():
-        if row["verdict"] != "comparable" or row["intended"]:
-            fields = comparability.summary_line(row, lang)
-            if row["intended"]:
-                intended = ", ".join(comparability.condition_label(c, lang) for c in row["intended"])
-                fields += f" · {t('compare.verdict.changed', lang)}: {intended}"
-            lines.append(t("compare.caveat.differs", lang, run_id=row["run_id"], fields=fields))
-    return lines
-
-
-def _repeats_text(frame: pd.DataFrame, run_ids: Sequence[int]) -> str:
-    rows = frame[frame["run_id"].isin(run_ids)]
-    counts = rows.groupby(["run_id", *analysis.POINT]).size()
-    low, high = int(counts.min()), int(counts.max())
-    return str(low) if low == high else f"{low}–{high}"
-
-
-def _noise_text(lang: str) -> str:
-    return t("compare.noise.default", lang, band=f"{analysis.DEFAULT_NOISE_BAND_PCT:g}",
-             tail=f"{analysis.TAIL_NOISE_BAND_PCT:g}") + " / " + t("compare.noise.repeats", lang, n="≥2")
-
-
-def _sources_text(frame: pd.DataFrame, run_ids: Sequence[int], lang: str) -> str:
-    sources = set(frame.loc[frame["run_id"].isin(run_ids), "source"])
-    notes = [t(f"compare.caveat.{s}", lang) for s in ("emulated", "imported") if s in sources]
-    return " · ".join(notes) or t("compare.caveat.measured_only", lang)
-
-
-# -- tables --------------------------------------------------------------------------------------
-
-
-def flat_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Index levels become columns and multi-level headers are joined with ' · '."""
-    out = table.reset_index() if _has_named_index(table) else table.copy()
-    if isinstance(out.columns, pd.MultiIndex):
-        out.columns = [" · ".join(str(p) for p in col if str(p)) for col in out.columns]
-    return out
-
-
-def _has_named_index(table: pd.DataFrame) -> bool:
-    return any(name is not None for name in table.index.names)
-
-
-def table_csv(table: pd.DataFrame, caveat: Sequence[str]) -> bytes:
-    """CSV with exact numbers, then the caveat as '# ' lines (see the module docstring)."""
-    body = flat_table(table).to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
-    footer = "".join(f"{CAVEAT_PREFIX}{line}\n" for line in caveat)
-    return (body + "\n" + footer).encode(CSV_ENCODING)
-
-
-def format_number(value: object) -> str:
-    """Rounded for reading: whole numbers as integers with separators; 1 decimal from 100,
-    2 from 1, 3 below.  NaN/None as an empty cell."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    number = float(value)
-    if math.isinf(number):
-        return "inf" if number > 0 else "-inf"
-    if number.is_integer():
-        return f"{int(number):,}"
-    decimals = 1 if abs(number) >= 100 else 2 if abs(number) >= 1 else 3
-    return f"{number:,.{decimals}f}"
-
-
-def table_markdown(table: pd.DataFrame, caveat: Sequence[str], lang: str) -> str:
-    """A GitHub Markdown table, numbers rounded (:func:`format_number`), then the caveat
-    and a note that the values are rounded."""
-    flat = flat_table(table)
-    header = [_md_cell(c) for c in flat.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(_md_align(flat[c]) for c in flat.columns) + "|"]
-    for row in flat.itertuples(index=False):
-        lines.append("| " + " | ".join(_md_cell(format_number(v)) for v in row) + " |")
-    notes = [*caveat, t("compare.caveat.rounded", lang)]
-    return "\n".join(lines) + "\n\n" + "\n".join(f"> {note}  " for note in notes) + "\n"
-
-
-def _md_cell(value: object) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_align(column: pd.Series) -> str:
-    return " ---: " if pd.api.types.is_numeric_dtype(column) else " --- "
 
 
 # -- charts --------------------------------------------------------------------------------------
@@ -169,62 +51,10 @@ def chart_svg(chart: AnyChart, caveat: Sequence[str]) -> str:
     return str(vl_convert.vegalite_to_svg(_export_spec(chart, caveat), allowed_base_urls=[]))
 
 
-# -- one comparison, everything the page and the exports need ------------------------------------
+# -- the slide set ------------------------------------------------------------------------------
 
 DECK_METRICS = ("output_tok_s", "ttft_p99", "tpot_p50", "e2e_p99")
 CHART_METRICS = ("output_tok_s", "qps", "ttft_p50", "ttft_p99", "tpot_p50", "e2e_p99")
-
-
-@dataclass
-class Comparison:
-    """A baseline and runs compared in one language, with every derived frame."""
-
-    frame: pd.DataFrame
-    baseline_run_id: int
-    run_ids: list[int]
-    lang: str
-    intended_to_differ: frozenset[str]
-    summary: pd.DataFrame  # analysis.summarise_points
-    compare: pd.DataFrame  # analysis.compare_table (long)
-    saturation: pd.DataFrame
-    scaling: pd.DataFrame
-    pareto: pd.DataFrame
-    badges: pd.DataFrame
-    matrix: pd.DataFrame  # comparability.comparability_matrix
-    checklist: pd.DataFrame  # comparability.comparability_summary
-    caveat: list[str] = field(default_factory=list)
-
-
-def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str, *,
-                     intended_to_differ: Collection[str] = frozenset(),
-                     gain_threshold_pct: float = analysis.DEFAULT_SATURATION_GAIN_PCT,
-                     sla_metric: str | None = None, sla_threshold_ms: float | None = None) -> Comparison:
-    others = [r for r in dict.fromkeys(run_ids) if r != baseline_run_id]
-    selected = frame[frame["run_id"].isin([baseline_run_id, *others])]
-    summary = analysis.summarise_points(selected)
-    matrix = comparability.comparability_matrix(selected, baseline_run_id, others, intended_to_differ)
-    checklist = comparability.comparability_summary(matrix)
-    return Comparison(
-        frame=selected, baseline_run_id=baseline_run_id, run_ids=others, lang=lang,
-        intended_to_differ=frozenset(intended_to_differ), summary=summary,
-        compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others]),
-        saturation=analysis.saturation_points(summary, gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric,
-                                              sla_threshold_ms=sla_threshold_ms),
-        scaling=analysis.scaling_efficiency(summary), pareto=analysis.pareto_points(summary),
-        badges=analysis.validity_badges(selected), matrix=matrix,
-        checklist=checklist,
-        caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist),
-    )
-
-
-def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
-                             settings: Settings, *, intended_to_differ: Collection[str] = frozenset()) -> Comparison:
-    """build_comparison with the saturation rule and p99 SLA taken from the settings, as
-    both the compare page and ``runner export`` use it."""
-    return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
-                            gain_threshold_pct=settings.saturation_gain_pct,
-                            sla_metric=settings.sla_metric if settings.sla_ms else None,
-                            sla_threshold_ms=settings.sla_ms)
 
 
 def standard_charts(c: Comparison) -> list[tuple[str, AnyChart]]:
