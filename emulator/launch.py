@@ -35,7 +35,8 @@ from emulator.tokens import TokenText, ensure_tokenizer
 
 PROCESS_START = time.time()  # /server_info's startup_time counts from here, as SGLang's does
 # Aggregate token rate that bench_serving and this server can stream together on a 2-core
-# host without the CPU bending the curve (shared/reference/sglang.md §10).
+# host without the CPU bending the curve (measured by tests/test_emulator_bench.py, which
+# reports the step loop's lag beside each figure).
 CPU_SAFE_TOK_S = 2500.0
 
 

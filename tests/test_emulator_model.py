@@ -74,7 +74,7 @@ def test_unknown_fault_is_a_usage_error() -> None:
     assert exc.value.code == 2
 
 
-# -- sizing (sglang.md §6 figures) ---------------------------------------------------------------
+# -- sizing (the models' config.json figures) ---------------------------------------------------------------
 def test_kv_cell_and_weights_match_the_reference_arithmetic() -> None:
     assert kv_cell_bytes(QWEN3_30B_A3B, "auto", 1) == 98_304
     assert kv_cell_bytes(QWEN3_235B_A22B, "auto", 1) == 192_512

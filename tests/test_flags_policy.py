@@ -1,4 +1,4 @@
-"""The security policy file and model references (reliability.md §4, §5 cases 15-17)."""
+"""The security policy file and model references (docs/fault-suite.md, cases 15-17)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ time.sleep(600)
 
 
 def test_a_process_holding_gpu_memory_is_foreign_and_a_group_kill_returns_memory_to_baseline(tmp_path) -> None:
-    """Reliability §5 cases 5, 9 and 20 on a real GPU: the guard sees another process's
+    """Fault cases 5, 9 and 20 (docs/fault-suite.md) on a real GPU: the guard sees another process's
     GPU memory (named by NVML, or by memory above the idle floor where a container hides
     the PID), and killing the holder's process group, as teardown and cancel do, gives the
     memory back to the baseline the runner compares against."""

@@ -1,5 +1,5 @@
-"""The failure classifier on every fatal line of SGLang's log (shared/reference/sglang.md §3),
-and the start-up phases parsed from SGLang's own start-up lines."""
+"""The failure classifier on every fatal line of SGLang's log (the lines SGLang prints, kept
+verbatim in the cases below), and the start-up phases parsed from SGLang's own start-up lines."""
 
 from __future__ import annotations
 

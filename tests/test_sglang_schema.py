@@ -34,7 +34,7 @@ def pinned_version() -> str:
 
 
 PINNED = pinned_version()
-# Action counts of the real releases; the same as shared/reference/sglang-args.
+# Action counts of the real releases' argument parsers, as the shipped schemas hold them.
 EXPECTED_NUM_ARGS = {"0.4.6.post5": 145, "0.5.9": 331, "0.5.15.post1": 437, "0.5.20": 494, "0.5.23": 531}
 
 

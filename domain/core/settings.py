@@ -1,7 +1,7 @@
 """All of benchdeck's settings, in one pydantic-settings class.
 
 Every field is read from an environment variable ``BENCHDECK_<NAME>`` and every
-field is documented in the README's settings table (``tests/test_settings_documented.py``
+field is documented in the README's settings table (``tests/test_docs_and_catalogue.py``
 fails otherwise).  Timeouts, leases and intervals are settings so that tests can
 shorten them.
 """

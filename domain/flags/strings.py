@@ -1,7 +1,7 @@
 """Character-level checks on string values.
 
 argv goes to ``exec`` without a shell, so none of this is needed to stop injection
-into a shell; it is policy (reliability.md §4): values that look like options, carry
+into a shell; it is policy (docs/fault-suite.md, cases 15-17): values that look like options, carry
 control characters or shell syntax are refused early with a clear reason, because they
 are never what a benchmark configuration means.
 """

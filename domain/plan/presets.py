@@ -1,7 +1,7 @@
 """Model, GPU and configuration presets for the Qwen3 MoE team.
 
 Model numbers are the models' ``config.json`` values (model cards of
-``Qwen/Qwen3-235B-A22B[-FP8]`` and ``Qwen/Qwen3-30B-A3B[-FP8]``; reference sglang.md §6).
+``Qwen/Qwen3-235B-A22B[-FP8]`` and ``Qwen/Qwen3-30B-A3B[-FP8]``).
 GPU memory is what ``nvidia-smi`` reports as total, in MiB, because that is what SGLang
 sizes its pools from, not the marketing figure.
 

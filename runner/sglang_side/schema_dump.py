@@ -12,8 +12,8 @@ loads no model.
 (``tools/regenerate_schemas.py`` uses it): every module that fails to import is
 replaced by a permissive stub and named in the output's ``stubbed`` list.
 
-Compared with the reference dumps in ``shared/reference/sglang-args/`` (made by
-another extractor): for 0.4.6.post5, 0.5.9, 0.5.15.post1, 0.5.20 and 0.5.23 the
+Compared, when it was written, with dumps of the same releases made by another
+extractor: for 0.4.6.post5, 0.5.9, 0.5.15.post1, 0.5.20 and 0.5.23 the
 flag sets, action order, action counts (145/331/437/494/531) and deprecated
 counts (2/2/23/6/7) are identical, and so is every field except these, all on
 purpose:
