@@ -12,11 +12,9 @@ from datetime import datetime, time
 import pandas as pd
 import streamlit as st
 
-from db import DbBusy
-from domain.core.access import PermissionDenied
 from domain.core.i18n import t
 from pages.parts.auth import current_actor
-from pages.parts.common import current_language, show_busy, show_denied, store
+from pages.parts.common import current_language, db_guard, store
 
 LIMIT = 500
 lang = current_language()
@@ -25,7 +23,7 @@ actor = current_actor()
 st.title(t("audit.title", lang))
 st.caption(t("audit.help", lang))
 
-try:
+with db_guard(lang) as guard:
     actions = store().audit_actions(reader=actor)
     c1, c2, c3, c4 = st.columns(4)
     action = c1.selectbox(t("audit.action", lang), [None, *actions], format_func=lambda a: a or t("audit.any", lang))
@@ -36,11 +34,7 @@ try:
         reader=actor, action=action, actor=who, run_id=int(run_id) if run_id else None,
         since=datetime.combine(since, time.min) if since else None, limit=LIMIT,
     )
-except PermissionDenied as exc:
-    show_denied(exc, lang)
-    st.stop()
-except DbBusy as exc:
-    show_busy(exc)
+if guard.failed:
     st.stop()
 
 if not entries:

@@ -12,15 +12,14 @@ import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
-from db import DbBusy, DuplicateImport
+from db import DuplicateImport
 from db.imported_runs import import_file
-from domain.core.access import PermissionDenied
 from domain.core.i18n import t
 from domain.importer import ImportPreview, preview_import
 from domain.importer.conditions import ImportConditions
 from domain.plan.presets import GPUS
 from pages.parts.auth import current_actor
-from pages.parts.common import clear_run_caches, current_language, show_busy, show_denied, store
+from pages.parts.common import clear_run_caches, current_language, db_guard, store
 
 lang = current_language()
 st.title(t("imports.title", lang))
@@ -75,16 +74,13 @@ def conditions_form() -> ImportConditions | None:
 def do_import(files: list[Any], previews: list[ImportPreview], stated: ImportConditions) -> None:
     for upload, preview in zip(files, previews, strict=True):
         try:
-            result = import_file(store(), io.BytesIO(upload.getvalue()), stated, actor=current_actor(),
-                                 file_name=upload.name, preview=preview)
+            with db_guard(lang) as guard:
+                result = import_file(store(), io.BytesIO(upload.getvalue()), stated, actor=current_actor(),
+                                     file_name=upload.name, preview=preview)
         except DuplicateImport as exc:
             st.warning(t("imports.duplicate", lang, file=upload.name, runs=", ".join(f"#{r}" for r in exc.run_ids)))
             continue
-        except DbBusy as exc:
-            show_busy(exc)
-            return
-        except PermissionDenied as exc:
-            show_denied(exc, lang)
+        if guard.failed:
             return
         clear_run_caches()
         st.success(t("imports.done", lang, file=upload.name, runs=", ".join(f"#{r}" for r in result.run_ids),

@@ -3,9 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from db import DbBusy
 from domain.core.i18n import t
-from pages.parts.common import cached_counts, cached_runs, current_language, show_busy, source_label
+from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, source_label
 
 lang = current_language()
 st.title(t("overview.heading", lang))
@@ -33,11 +32,10 @@ def _runs_frame(runs: list[dict]) -> pd.DataFrame:
 
 @st.fragment(run_every="3s")
 def live_overview() -> None:
-    try:
+    with db_guard(lang) as guard:
         counts = cached_counts()
         runs = cached_runs(50)
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed:
         return
     if not runs:
         st.info(t("overview.empty", lang), icon=":material/inbox:")

@@ -7,8 +7,6 @@ import uuid
 
 import streamlit as st
 
-from db import DbBusy
-from domain.core.access import PermissionDenied
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.plan.checks import check_plan
@@ -16,7 +14,7 @@ from domain.plan.plan_io import PlanError, dump_plan, load_plan
 from domain.plan.presets import quick_demo_plan
 from domain.plan.quotas import QuotaExceeded
 from pages.parts.auth import current_actor
-from pages.parts.common import cached_counts, cached_runs, current_language, show_busy, show_denied, store
+from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, store
 
 lang = current_language()
 settings = get_settings()
@@ -51,19 +49,16 @@ if submitted:
         if report.errors:
             st.error(t("queue.refused", lang) + "\n\n" + "\n".join(f"- {e}" for e in report.errors))
         else:
-            try:
-                run_id, created = store().submit_run(
-                    plan, submitted_by=current_actor(), idempotency_key=st.session_state[SUBMIT_KEY]
-                )
-            except DbBusy as exc:
-                show_busy(exc)
-            except PermissionDenied as exc:
-                show_denied(exc, lang)
-            except QuotaExceeded as exc:
-                st.error(exc.text(lang))
-            else:
-                cached_runs.clear()
-                cached_counts.clear()
-                st.success(t("queue.queued" if created else "queue.duplicate", lang, run_id=run_id))
-                st.caption(t("queue.points_summary", lang, points=len(plan.points()),
-                             requests=plan.total_requests()))
+            with db_guard(lang):
+                try:
+                    run_id, created = store().submit_run(
+                        plan, submitted_by=current_actor(), idempotency_key=st.session_state[SUBMIT_KEY]
+                    )
+                except QuotaExceeded as exc:
+                    st.error(exc.text(lang))
+                else:
+                    cached_runs.clear()
+                    cached_counts.clear()
+                    st.success(t("queue.queued" if created else "queue.duplicate", lang, run_id=run_id))
+                    st.caption(t("queue.points_summary", lang, points=len(plan.points()),
+                                 requests=plan.total_requests()))

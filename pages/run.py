@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import streamlit as st
 
-from db import DbBusy, LostRace
+from db import LostRace
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
 from domain.plan.plan_io import dump_plan
@@ -24,7 +24,7 @@ from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     clear_run_caches,
     current_language,
-    show_busy,
+    db_guard,
     show_denied,
     source_label,
     store,
@@ -228,7 +228,7 @@ def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
 
 @st.fragment(run_every="2s")
 def live(run_id: int) -> None:
-    try:
+    with db_guard(lang) as guard:
         run = store().get_run(run_id)
         if run is None:
             st.error(t("run.not_found", lang, run_id=run_id))
@@ -236,8 +236,7 @@ def live(run_id: int) -> None:
         attempts = store().attempts_of(run_id)
         points = store().points_of(run_id)
         telemetry = store().telemetry_of(run_id)
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed or run is None:  # None has returned above; mypy cannot see it through the guard
         return
     latest = attempts[-1] if attempts else None
     header(run)
@@ -264,10 +263,9 @@ if run_id is None:
     st.info(t("run.pick", lang))
     st.page_link("pages/runs.py", label=t("nav.runs_page", lang), icon=":material/list:")
 else:
-    try:
+    with db_guard(lang) as guard:
         current = store().get_run(run_id)
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed:
         st.stop()
     if current is not None:
         actions(current)

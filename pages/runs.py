@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from db import DbBusy, LostRace
-from domain.core.access import Action, PermissionDenied
+from db import LostRace
+from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.plan.estimate import eta_from_progress, plan_seconds
@@ -22,9 +22,8 @@ from pages.parts.common import (
     cached_runs,
     clear_run_caches,
     current_language,
+    db_guard,
     fmt_duration,
-    show_busy,
-    show_denied,
     source_label,
     store,
 )
@@ -82,18 +81,15 @@ def queue_actions(runs: list[dict[str, Any]]) -> None:
         cancel = c3.form_submit_button(t("runs.cancel", lang), type="secondary")
         reprioritise = c3.form_submit_button(t("runs.reprioritise", lang)) if may_prioritise else False
     try:
-        if cancel:
-            store().cancel_run(int(run_id), actor=current_actor())
-            st.toast(t("runs.cancel_requested", lang, run_id=run_id))
-        elif reprioritise:
-            store().set_priority(int(run_id), int(priority), actor=current_actor())
-            st.toast(t("runs.priority_set", lang, run_id=run_id, priority=priority))
+        with db_guard(lang):
+            if cancel:
+                store().cancel_run(int(run_id), actor=current_actor())
+                st.toast(t("runs.cancel_requested", lang, run_id=run_id))
+            elif reprioritise:
+                store().set_priority(int(run_id), int(priority), actor=current_actor())
+                st.toast(t("runs.priority_set", lang, run_id=run_id, priority=priority))
     except LostRace:
         st.warning(t("runs.too_late", lang, run_id=run_id))
-    except PermissionDenied as exc:
-        show_denied(exc, lang)
-    except DbBusy as exc:
-        show_busy(exc)
     if cancel or reprioritise:
         clear_run_caches()
 
@@ -159,11 +155,10 @@ def runners_frame(runners: list[dict[str, Any]]) -> pd.DataFrame:
 
 @st.fragment(run_every="2s")
 def live() -> None:
-    try:
+    with db_guard(lang) as guard:
         runs = cached_runs(200)
         runners = cached_runners()
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed:
         return
     st.subheader(t("runs.queue", lang))
     queue = queue_frame(runs)
@@ -192,7 +187,5 @@ def live() -> None:
 
 
 live()
-try:
+with db_guard(lang):
     queue_actions(cached_runs(200))
-except DbBusy as exc:
-    show_busy(exc)

@@ -1,4 +1,5 @@
-"""What every page shares: the language switch, the identity, and cached DB reads."""
+"""What every page shares: the language switch, language-proof choices, the DB guard and
+cached DB reads."""
 
 from __future__ import annotations
 
@@ -44,6 +45,23 @@ def language_switch() -> None:
     )
 
 
+def _adopt_choice(widget_key: str, key: str) -> None:
+    st.session_state[key] = st.session_state[widget_key]
+
+
+def localised_choice(
+    widget: Any, label: str, options: list[Any] | tuple[Any, ...], key: str, lang: str, **kwargs: Any
+) -> Any:
+    """A radio or selectbox whose option labels follow the language.  Streamlit keeps such
+    a widget's value as its label text, so after a language switch the old label matches
+    nothing and the widget falls back to its first option (a PD plan would silently turn
+    aggregated).  The widget gets a key per language; the value itself lives under ``key``."""
+    widget_key = f"{key}@{lang}"
+    if st.session_state.get(widget_key) != st.session_state[key]:
+        st.session_state[widget_key] = st.session_state[key]
+    return widget(label, options, key=widget_key, on_change=_adopt_choice, args=(widget_key, key), **kwargs)
+
+
 def show_denied(exc: PermissionDenied, lang: str) -> None:
     """db/ refused a write for this role: say so (a stale page may still show the button)."""
     st.error(t("auth.denied", lang, detail=str(exc)), icon=":material/lock:")
@@ -70,6 +88,29 @@ def cached_counts() -> dict[str, int]:
 def show_busy(exc: DbBusy) -> None:
     """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves."""
     st.warning(t("app.busy", current_language()), icon=":material/hourglass_top:")
+
+
+class db_guard:  # lower case like contextlib.suppress: read as ``with db_guard(lang) as guard:``
+    """Around a DB read or write: a refused write (PermissionDenied) and a held lock
+    (DbBusy) show their usual message instead of an exception.  ``failed`` says whether
+    one did, for callers that must then return or stop; other errors pass through."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+        self.failed = False
+
+    def __enter__(self) -> db_guard:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, trace: object) -> bool:
+        if isinstance(exc, PermissionDenied):
+            show_denied(exc, self.lang)
+        elif isinstance(exc, DbBusy):
+            show_busy(exc)
+        else:
+            return False
+        self.failed = True
+        return True
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)

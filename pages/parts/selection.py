@@ -12,13 +12,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from db import DbBusy
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.results.comparability import CONDITIONS, condition_label
 from domain.results.comparison import Comparison, comparison_with_settings
 from domain.results.frames import points_frame
-from pages.parts.common import QUERY_TTL_S, show_busy, source_label, store
+from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
 
 MAX_RUNS = 8
 
@@ -67,10 +66,9 @@ def _filters(runs: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
 
 def pick(lang: str) -> Selection | None:
     """Widgets for baseline, other runs and intended differences, kept in the URL."""
-    try:
+    with db_guard(lang) as guard:
         runs = cached_picker()
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed:
         return None
     if not runs:
         st.info(t("select.no_runs", lang), icon=":material/inbox:")
@@ -109,10 +107,9 @@ def comparison(selection: Selection, lang: str) -> Comparison | None:
     """The analysis of the selected runs, or None with the reason shown."""
     if not selection.others:
         st.info(t("select.pick_others", lang), icon=":material/compare_arrows:")
-    try:
+    with db_guard(lang) as guard:
         frame = cached_points((selection.baseline, *selection.others))  # type: ignore[arg-type]
-    except DbBusy as exc:
-        show_busy(exc)
+    if guard.failed:
         return None
     if frame.empty:
         st.warning(t("select.no_points", lang))
