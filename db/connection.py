@@ -32,6 +32,11 @@ class DbBusy(RuntimeError):
     """The database stayed locked by another process for longer than the lock timeout."""
 
 
+class DbUnusable(RuntimeError):
+    """DuckDB refused the database file itself: a WAL that will not replay, a damaged file.
+    Its message is DuckDB's own."""
+
+
 def lock_path_for(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".lock")
 

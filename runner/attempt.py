@@ -2,9 +2,10 @@
 
 The same code runs in the local daemon and on a Ray node (runner/ray_executor.py).  It
 never talks to DuckDB itself: every write goes through an ``AttemptWriter``.  Locally that
-is the Store, bound to the attempt and fenced by the lease (a refused write raises
-``Fenced``); on a Ray node it is a stream of events that the daemon on the head applies
-to the Store, so the daemon stays the only writer of the database.
+is the Store, bound to the attempt and fenced by the lease (``StoreWriter`` in
+runner/lease.py: a refused write raises ``Fenced``); on a Ray node it is a stream of
+events that the daemon on the head applies to the Store, so the daemon stays the only
+writer of the database.
 """
 
 from __future__ import annotations
@@ -38,28 +39,12 @@ from runner.bench_client import (
     bench_env,
     build_bench_argv,
 )
+from runner.lease import StopState
 from runner.lifeline import wrap
 from runner.server_log import LogRotation
 from runner.telemetry import NvmlReader, Sample, Sampler, read_server_metrics, summarise, write_parquet
 
 GPU_MEMORY_TOLERANCE_GB = 1.0
-
-
-class Fenced(Exception):
-    """This runner's lease on the attempt was lost; another party already ended it."""
-
-
-@dataclass
-class StopState:
-    """Warm stop after the first signal, cold after the second."""
-
-    warm: threading.Event = field(default_factory=threading.Event)
-    cold: threading.Event = field(default_factory=threading.Event)
-
-    def request(self) -> None:
-        if self.warm.is_set():
-            self.cold.set()
-        self.warm.set()
 
 
 class AttemptWriter(Protocol):
@@ -398,47 +383,3 @@ def foreign_reason(nvml: NvmlReader | None, foreign: list[tuple[int, int, float]
     source = host.gpu_guard_source(nvml)
     label = f" [SIMULATED via {host.SIMULATED_GPU_USERS_ENV}]" if source == "simulated" else ""
     return f"foreign process on the GPUs: {found}{label}"
-
-
-@dataclass
-class StoreWriter:
-    """An attempt's writes into the Store, fenced: a write the Store refuses (the lease is
-    gone) raises ``Fenced`` and the attempt stops writing at once."""
-
-    store: Any  # db.Store (typed loosely: this module is also imported on Ray nodes)
-    attempt_id: int
-    run_id: int
-    runner_id: str
-
-    def move(self, current: AttemptStatus, new: AttemptStatus) -> None:
-        from db import LostRace
-
-        try:
-            self.store.move_attempt(self.attempt_id, self.runner_id, current, new)
-        except LostRace as exc:
-            raise Fenced(str(exc)) from exc
-
-    def record_child(self, group: ProcessGroup) -> None:
-        if not self.store.record_child(self.attempt_id, self.runner_id, group):
-            raise Fenced("lease lost while launching")
-
-    def record_startup(self, **facts: Any) -> None:
-        if not self.store.record_startup(self.attempt_id, self.runner_id, **facts):
-            raise Fenced("lease lost during start-up")
-
-    def set_current_point(self, key: str) -> None:
-        if not self.store.set_current_point(self.attempt_id, self.runner_id, key):
-            raise Fenced("lease lost")
-
-    def insert_point(self, **point: Any) -> None:
-        if self.store.insert_point(self.attempt_id, self.runner_id, **point) is None:
-            raise Fenced("late write refused: the attempt is no longer ours")
-
-    def record_raw_output(self, raw: str) -> None:
-        self.store.record_raw_output(self.attempt_id, self.runner_id, raw)
-
-    def audit(self, action: str, details: dict[str, Any]) -> None:
-        self.store.audit(self.runner_id, action, self.run_id, details)
-
-    def cancel_requested(self) -> bool:
-        return bool(self.store.cancel_requested_by(self.run_id))

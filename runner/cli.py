@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from db import DbBusy, Store
 from domain.core.access import Action, PermissionDenied, local_actor, require
@@ -18,6 +19,9 @@ from domain.plan.checks import CheckReport, check_plan
 from domain.plan.plan_io import PlanError, load_plan
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
+
+if TYPE_CHECKING:
+    from runner.daemon import Runner
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -104,12 +108,24 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
-    from runner.daemon import Runner, configure_logging
+    from runner.daemon import configure_logging
 
     configure_logging()
-    runner = Runner(settings)
+    runner = runner_class(settings)(settings)
     runner.install_signal_handlers()
     return runner.work(burst=args.burst)
+
+
+def runner_class(settings: Settings) -> type[Runner]:
+    """``RayRunner`` with BENCHDECK_EXECUTOR=ray, else the local ``Runner``; imported here,
+    not at the top, so that commands other than ``serve`` and ``work`` load neither."""
+    if settings.executor == "ray":
+        from runner.ray_executor import RayRunner
+
+        return RayRunner
+    from runner.daemon import Runner
+
+    return Runner
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:

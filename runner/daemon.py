@@ -3,11 +3,16 @@
 Shape (after rq and procrastinate):
 - ``run_once()`` reaps expired leases (killing the process groups they recorded), then
   claims at most one run this host can serve and executes it; ``work(burst=True)``
-  drains the queue and returns, ``serve()`` loops until stopped.
+  drains the queue and returns, ``work(burst=False)`` (the ``serve`` command) loops until
+  stopped.  With BENCHDECK_EXECUTOR=ray the CLI runs ``RayRunner`` instead
+  (runner/ray_executor.py): the same start-up and endings, its own claim loop.
+- Start-up keeps a copy of a WAL left by an unclean shutdown before DuckDB replays it
+  (db/recovery.py) and audits it (``wal_recovered``); a database DuckDB refuses stops the
+  runner with ``EXIT_DB_UNUSABLE``, having changed nothing.
 - An attempt's final status is decided once, in ``finally``; every move is a guarded
   UPDATE, and a lost race means someone else (lease expiry) already ended it.
 - A heartbeat thread renews the lease and watches for a cancel request.  A lost lease is
-  a fence: the attempt stops writing at once.
+  a fence: the attempt stops writing at once (runner/lease.py).
 - First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
   cold stop (kill the children now, requeue the run).  Either way nothing is left running.
 - Before each claim a pre-flight check (foreign GPU users, disk space under the work
@@ -26,43 +31,26 @@ import errno
 import hashlib
 import json
 import logging
-import os
-import shutil
 import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import filelock
-
-from db import LostRace, RunnerCapabilities, Store
-from db.connection import lock_path_for
+from db import DbUnusable, LostRace, RunnerCapabilities, Store
+from db.recovery import keep_leftover_wal, open_and_migrate, wal_path_for
 from db.store import Claim
 from domain.core.settings import Settings
 from domain.core.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 from runner import host, server_process
-from runner.attempt import (
-    AttemptContext,
-    AttemptExecution,
-    Fenced,
-    HostState,
-    StopState,
-    StoreWriter,
-    foreign_reason,
-)
-from runner.bench_client import (
-    BenchCancelled,
-)
+from runner.attempt import AttemptContext, AttemptExecution, HostState, foreign_reason
+from runner.bench_client import BenchCancelled
+from runner.lease import Fenced, Heartbeat, StopState, StoreWriter
 from runner.process import kill_recorded_group, pick_free_port, port_is_free
 from runner.telemetry import open_nvml
 
 log = logging.getLogger("benchdeck.runner")
-GPU_MEMORY_TOLERANCE_GB = 1.0
 # Exit code of ``work``/``serve`` when the database cannot be opened (a WAL that will not replay).
 EXIT_DB_UNUSABLE = 2
 # Failures a full disk can cause on the way (a log, a record or a Parquet file that could
@@ -71,33 +59,10 @@ _DISK_SYMPTOMS = frozenset({FailureKind.SERVER_CRASH, FailureKind.BENCH_FAILED, 
                             FailureKind.STARTUP_TIMEOUT, FailureKind.RUNNER_LOST})
 
 
-class Heartbeat(threading.Thread):
-    """Renews the lease every ``heartbeat_s``; sets ``fenced`` if it was lost and
-    ``cancel`` when the user asked to cancel the run."""
-
-    def __init__(self, ctx: AttemptContext, store: Store, runner_id: str):
-        super().__init__(daemon=True, name="heartbeat")
-        self.ctx, self.store, self.runner_id = ctx, store, runner_id
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        ctx, settings = self.ctx, self.ctx.settings
-        while not self._done.wait(settings.heartbeat_s):
-            try:
-                if not self.store.heartbeat(ctx.attempt_id, self.runner_id, lease_s=settings.lease_s):
-                    ctx.fenced.set()
-                    return
-                if self.store.cancel_requested_by(ctx.run_id):
-                    ctx.cancel.set()
-            except Exception:  # a busy DB delays one beat; the lease covers several
-                log.exception("heartbeat failed")
-
-    def finish(self) -> None:
-        self._done.set()
-        self.join(timeout=10)
-
-
 class Runner:
+    """The local runner: claims one run at a time that this host's GPUs can serve and
+    executes it here.  ``RayRunner`` (runner/ray_executor.py) overrides the claim loop."""
+
     def __init__(self, settings: Settings, store: Store | None = None):
         self.settings = settings
         self.store = store or Store.from_settings(settings)
@@ -124,8 +89,11 @@ class Runner:
         return str(schema["sglang_version"])
 
     def start(self) -> None:
-        kept = keep_leftover_wal(self.store.db_path, self.store.lock_timeout_s)
-        self.store.migrate()
+        """Bring the database up (a leftover WAL kept, then replayed; pending migrations),
+        register this host and reap what expired meanwhile.  ``DbUnusable`` when DuckDB
+        refuses the file."""
+        kept = self._keep_leftover_wal()
+        open_and_migrate(self.store)
         if kept is not None:
             self.store.audit(self.caps.runner_id, "wal_recovered", None,
                              {"db": str(self.store.db_path), "kept_copy": str(kept)})
@@ -140,6 +108,14 @@ class Runner:
         if self.sglang_version is not None:
             self.store.store_schema(self.sglang_version, info["hostname"], self._installed_schema)
         self.reap_expired()
+
+    def _keep_leftover_wal(self) -> Path | None:
+        kept = keep_leftover_wal(self.store.db_path, self.store.lock_timeout_s)
+        if kept is not None:
+            log.warning("a WAL from an unclean shutdown was found beside %s; DuckDB will replay it. A copy is kept "
+                        "at %s: if committed rows are missing after the replay, they are in that copy.",
+                        self.store.db_path, kept)
+        return kept
 
     def install_signal_handlers(self) -> None:
         def on_signal(signum: int, _frame: Any) -> None:
@@ -174,19 +150,21 @@ class Runner:
         return True
 
     def work(self, *, burst: bool) -> int:
+        """Start, then the claim loop; the exit code of ``work`` and ``serve``."""
         try:
             self.start()
-        except duckdb.Error as exc:
-            wal = self.store.db_path.with_name(self.store.db_path.name + ".wal")
+        except DbUnusable as exc:
+            wal = wal_path_for(self.store.db_path)
             log.critical("cannot open the database %s: %s. The runner stops here and changes nothing: the "
                          "WAL %s is left as it is (DuckDB did not replay it). Restore the database or the WAL "
                          "from a backup, or move the WAL aside knowing its writes are lost, then restart.",
                          self.store.db_path, exc, wal)
             return EXIT_DB_UNUSABLE
-        if self.settings.executor == "ray":
-            from runner.ray_executor import RayDispatcher
+        return self.claim_loop(burst=burst)
 
-            return RayDispatcher(self).work(burst=burst)
+    def claim_loop(self, *, burst: bool) -> int:
+        """Pass after pass until a stop (with ``burst``: until a pass claims nothing); the
+        runners row is touched after each pass, so the host shows alive while idle."""
         while not self.stop.warm.is_set():
             ran = self.run_once()
             if not ran:
@@ -367,28 +345,6 @@ class Runner:
             log.info("attempt %s: %s %s → run %s", ctx.attempt_id, status, kind or "", run_status)
         except LostRace:
             log.warning("attempt %s ended elsewhere (lease expired)", ctx.attempt_id)
-
-
-def keep_leftover_wal(db_path: Path, lock_timeout_s: float) -> Path | None:
-    """Keep a copy of a WAL left by a process that died inside a DB access, before anything
-    opens the file; return the copy's path.
-
-    Every access here closes its connection, and a clean close checkpoints and deletes the
-    WAL, so a WAL found under the cross-process lock is a leftover.  DuckDB replays it on
-    the next open and deletes it; a torn or damaged WAL is replayed only up to the damage,
-    without an error (DuckDB 2.0.1: a WAL cut in half lost the committed rows after the
-    cut).  With the copy and the ``wal_recovered`` audit row, nothing is lost silently."""
-    wal = db_path.with_name(db_path.name + ".wal")
-    if not wal.exists():
-        return None
-    with filelock.FileLock(str(lock_path_for(db_path)), timeout=lock_timeout_s):
-        if not wal.exists():
-            return None
-        kept = wal.with_name(f"{wal.name}.kept-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-        shutil.copy2(wal, kept)
-    log.warning("a WAL from an unclean shutdown was found beside %s; DuckDB will replay it. A copy is kept at "
-                "%s: if committed rows are missing after the replay, they are in that copy.", db_path, kept)
-    return kept
 
 
 def configure_logging() -> None:

@@ -1,7 +1,8 @@
 """Reading an engine server's log: start-up phases, and what a fatal line means.
 
-The patterns are SGLang's own lines (shared/reference/sglang.md §3); the emulator prints
-the same ones, so every path here is exercised in tests.
+The patterns are lines SGLang's server itself prints while it starts and when it dies; the
+emulator (emulator/) prints the same ones, so every path here is exercised in tests
+(tests/test_logparse.py).
 """
 
 from __future__ import annotations

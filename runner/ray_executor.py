@@ -1,13 +1,16 @@
 """The Ray executor: runs go to the Ray node whose GPU type matches, the daemon on the
 head stays the only writer of DuckDB.
 
+- **The runner.** ``RayRunner`` is ``Runner`` (runner/daemon.py) with its own claim loop;
+  ``serve`` and ``work`` run it when BENCHDECK_EXECUTOR=ray (runner/cli.py picks the class).
 - **Placement.** A node offers its GPUs as the custom resource ``benchdeck_gpu:<TYPE>``
   (``ray start --resources '{"benchdeck_gpu:H200": 8}'``).  A run asks for
   ``plan.gpu.count`` of its type, plus Ray's own ``num_gpus`` for real SGLang runs (Ray
   then sets ``CUDA_VISIBLE_DEVICES`` for the task).  Emulator runs take no real GPU.
 - **One run = one Ray task**, a streaming generator: it runs ``AttemptExecution`` on its
   node (the same code as the local daemon) and yields every write as an event; the daemon
-  applies each event to the Store through the attempt's fenced ``StoreWriter``.
+  applies each event to the Store through the attempt's fenced ``StoreWriter``
+  (runner/lease.py).
 - **No Ray retries** (``max_retries=0``): a run is retried by the runner's own policy
   (``BENCHDECK_MAX_ATTEMPTS``), once, and never after OOM or bad flags.
 - **Cancellation** (user cancel, lost lease, runner stop) is ``ray.cancel`` on the task:
@@ -29,22 +32,21 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 
-from db.store import Claim, ProcessGroup, RunnerCapabilities
+from db.store import Claim, ProcessGroup, RunnerCapabilities, Store
 from domain.core.settings import Settings
 from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import load_policy
 from domain.plan.run_plan import RunPlan
 from runner import host, server_process
-from runner.attempt import AttemptContext, AttemptExecution, Fenced, HostState, StopState
+from runner.attempt import AttemptContext, AttemptExecution, HostState
 from runner.bench_client import BenchCancelled
+from runner.daemon import Runner
+from runner.lease import Fenced, Heartbeat, StopState
 from runner.telemetry import open_nvml
-
-if TYPE_CHECKING:
-    from runner.daemon import Runner
 
 log = logging.getLogger("benchdeck.ray")
 RESOURCE_PREFIX = "benchdeck_gpu:"
@@ -182,36 +184,43 @@ class ActiveAttempt:
     node_runner_id: str | None = None  # the runners-table id of the node it was placed on
 
 
-class RayDispatcher:
-    """The daemon's loop with Ray: claims for every GPU type the cluster has free, one
-    thread per active attempt applying its events."""
+class RayRunner(Runner):
+    """The runner with Ray: the same start-up, lease and endings as ``Runner``, another
+    claim loop.  Each pass claims for every GPU type the cluster has free; one thread per
+    active attempt follows its task and applies its events."""
 
-    def __init__(self, runner: Runner):
-        self.runner = runner
-        self.settings: Settings = runner.settings
+    def __init__(self, settings: Settings, store: Store | None = None):
+        super().__init__(settings, store)
         self.active: dict[int, ActiveAttempt] = {}
         self._nodes_seen_at = 0.0
 
     # --- loop -----------------------------------------------------------------------------
-    def work(self, *, burst: bool) -> int:
+    def claim_loop(self, *, burst: bool) -> int:
+        """Passes until a stop and every active attempt has ended (with ``burst``: until a
+        pass claims nothing and none is active)."""
         if not ray.is_initialized():
             ray.init(address=self.settings.ray_address or "auto", logging_level=logging.WARNING, log_to_driver=False)
-        runner = self.runner
         while True:
-            self._refresh_nodes()
-            runner.reap_expired()
-            claimed = False if runner.stop.warm.is_set() else self._claim_what_fits()
-            self._forget_finished()
-            if runner.stop.warm.is_set() and not self.active:
+            claimed = self.run_once()
+            if self.stop.warm.is_set() and not self.active:
                 break
             if burst and not claimed and not self.active:
                 break
-            runner.stop.cold.wait(0.2 if claimed else self.settings.poll_s)
-            runner.store.runner_heartbeat(runner.caps.runner_id, healthy=runner.healthy,
-                                          unhealthy_reason=runner.unhealthy_reason)
+            self.stop.cold.wait(0.2 if claimed else self.settings.poll_s)
+            self.store.runner_heartbeat(self.caps.runner_id, healthy=self.healthy,
+                                        unhealthy_reason=self.unhealthy_reason)
         for attempt in list(self.active.values()):
             attempt.thread.join()
         return 0
+
+    def run_once(self) -> bool:
+        """One pass: nodes listed, expired leases reaped, what fits claimed (each run then
+        goes on in a thread of its own); True if a run was claimed."""
+        self._refresh_nodes()
+        self.reap_expired()
+        claimed = False if self.stop.warm.is_set() else self._claim_what_fits()
+        self._forget_finished()
+        return claimed
 
     def _free_gpus(self) -> dict[str, float]:
         """Free benchdeck GPUs per type, less what claimed-but-not-yet-placed runs will take."""
@@ -223,19 +232,18 @@ class RayDispatcher:
         return free
 
     def _claim_what_fits(self) -> bool:
-        runner, claimed = self.runner, False
+        claimed = False
         alive = [n for n in ray.nodes() if n.get("Alive")]  # one GCS call per pass, not one per GPU type
         for gpu_type, free in self._free_gpus().items():
             largest = max((n["Resources"].get(gpu_resource(gpu_type), 0.0) for n in alive), default=0.0)
             if free < 1 or largest < 1:
                 continue
-            caps = RunnerCapabilities(runner.caps.runner_id, gpu_type, int(min(free, largest)),
-                                      runner.sglang_version)
-            claim = runner.store.claim_next(caps, lease_s=self.settings.lease_s)
+            caps = RunnerCapabilities(self.caps.runner_id, gpu_type, int(min(free, largest)), self.sglang_version)
+            claim = self.store.claim_next(caps, lease_s=self.settings.lease_s)
             if claim is None:
                 continue
-            runner._note_policy(claim.run_id)
-            attempt = ActiveAttempt(claim, gpu_type, threading.Thread(target=lambda c=claim: self._execute(c),
+            self._note_policy(claim.run_id)
+            attempt = ActiveAttempt(claim, gpu_type, threading.Thread(target=lambda c=claim: self._execute_on_node(c),
                                                                       name=f"ray-attempt-{claim.attempt_id}"))
             self.active[claim.attempt_id] = attempt
             attempt.thread.start()
@@ -252,7 +260,6 @@ class RayDispatcher:
         if not force and time.monotonic() - self._nodes_seen_at < NODE_REFRESH_S:
             return
         self._nodes_seen_at = time.monotonic()
-        store = self.runner.store
         for node in ray.nodes():
             types = {k[len(RESOURCE_PREFIX):]: v for k, v in node.get("Resources", {}).items()
                      if k.startswith(RESOURCE_PREFIX)}
@@ -261,21 +268,20 @@ class RayDispatcher:
             gpu_type, count = next(iter(types.items()))
             runner_id = node_runner_id(node)
             alive = bool(node.get("Alive"))
-            store.register_runner(
+            self.store.register_runner(
                 runner_id, host=node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?"),
-                gpu_type=gpu_type, gpu_count=int(count), sglang_version=self.runner.sglang_version,
+                gpu_type=gpu_type, gpu_count=int(count), sglang_version=self.sglang_version,
                 healthy=alive, unhealthy_reason=None if alive else "Ray node is dead",
                 info={"executor": "ray", "node_id": node.get("NodeID"), "address": node.get("NodeManagerAddress"),
-                      "head_runner": self.runner.caps.runner_id},
+                      "head_runner": self.caps.runner_id},
             )
 
     # --- one attempt, on the head ----------------------------------------------------------------
-    def _execute(self, claim: Claim) -> None:
-        runner = self.runner
-        ctx = runner.new_context(claim)
-        from runner.daemon import Heartbeat
-
-        beat = Heartbeat(ctx, runner.store, runner.caps.runner_id)
+    def _execute_on_node(self, claim: Claim) -> None:
+        """The head's side of one attempt: its lease and its ending here, the attempt itself
+        in a Ray task on a node."""
+        ctx = self.new_context(claim)
+        beat = Heartbeat(ctx, self.store, self.caps.runner_id)
         beat.start()
         outcome: tuple[AttemptStatus, FailureKind | None, str | None] = (
             AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "the Ray task ended without a result")
@@ -294,20 +300,20 @@ class RayDispatcher:
             log.warning("attempt %s: %s", claim.attempt_id, exc)
             node = self.active[claim.attempt_id].node_runner_id
             if node is not None:  # Ray may take a while to call the node dead; this attempt knows now
-                runner.store.runner_heartbeat(node, healthy=False,
-                                              unhealthy_reason=f"Ray node lost during attempt {claim.attempt_id}")
+                self.store.runner_heartbeat(node, healthy=False,
+                                            unhealthy_reason=f"Ray node lost during attempt {claim.attempt_id}")
         finally:
             self.active[claim.attempt_id].started.set()
             beat.finish()
-            runner._finish(ctx, *outcome, log_tail=log_tail)
+            self._finish(ctx, *outcome, log_tail=log_tail)
 
     def _follow(self, ctx: AttemptContext, claim: Claim, task: Any) -> tuple[
             tuple[AttemptStatus, FailureKind | None, str | None], str | None]:
         """Apply the task's events as they come; cancel it when the attempt must stop."""
         cancelled = False
         while True:
-            if not cancelled and (ctx.interrupted() or self.runner.stop.warm.is_set()):
-                if self.runner.stop.warm.is_set():
+            if not cancelled and (ctx.interrupted() or self.stop.warm.is_set()):
+                if self.stop.warm.is_set():
                     ctx.stopped_by_runner = True
                 ray.cancel(task)
                 cancelled = True
