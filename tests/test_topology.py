@@ -12,7 +12,7 @@ import pytest
 import requests
 from pydantic import ValidationError
 
-from domain.core.settings import Settings
+from domain.core.settings import Settings, get_settings
 from domain.plan.command import router_argv
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import ServerSlot, Topology, layout
@@ -85,7 +85,8 @@ def _launcher(plan: RunPlan, tmp_path: Path, mark: str, launched: list[str]) -> 
     env = dict(os.environ, **{MARK: mark})
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return deploy_mod.Launcher(
-        plan=plan, version="0.5.23", sglang_python="", router_python=str(ROUTER_PYTHON), tokenizer_dir=None,
+        plan=plan, version="0.5.23", sglang_python="", router_python=str(ROUTER_PYTHON),
+        tokenizer_dir=get_settings().tokenizer_dir,  # the emulator is told its tokenizer, as the runner tells it
         attempt_dir=tmp_path, env=env, ports=deploy_mod.PortPicker(32000, 32999),
         on_launch=lambda m: launched.append(f"{m.name}:{json.dumps(m.ports, sort_keys=True)}"),
     )
