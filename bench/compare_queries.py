@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.synthetic import fill
 from db import Store
+from db.rows import ComparisonPointRow
 from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame
 
@@ -65,8 +66,9 @@ def run(quick: bool = False) -> None:
         pick = lambda: [rng.randrange(1, runs + 1) for _ in range(3)]  # noqa: E731
         p50, p95 = _timed(lambda: store.points_for_comparison(pick()))
         print(f"  compare/checklist points query (3 runs): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
-        p50, p95 = _timed(lambda: build_comparison(points_frame(store.points_for_comparison(ids := pick())),
-                                                   ids[0], ids[1:], "en"), repeats=10)
+        p50, p95 = _timed(lambda: build_comparison(
+            points_frame(map(ComparisonPointRow.as_dict, store.points_for_comparison(ids := pick()))),
+            ids[0], ids[1:], "en"), repeats=10)
         print(f"  query + frame + full analysis (3 runs): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
         p50, p95 = _timed(lambda: store.runs_for_picker())
         print(f"  run picker (2,000 newest): p50 {p50:.1f} ms, p95 {p95:.1f} ms")

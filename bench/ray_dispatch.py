@@ -63,14 +63,15 @@ def _drain(work: Path, executor: str, runs: int, extra: dict[str, str]) -> dict[
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"{executor} daemon failed: {done.stderr[-2000:]}")
-    statuses = [r["status"] for r in store.list_runs()]
+    statuses = [r.status for r in store.list_runs()]
     if statuses.count("succeeded") != runs:
         raise RuntimeError(f"{executor}: not every run succeeded: {statuses}")
     per_run, per_point = [], []
     for run in store.list_runs():
-        [attempt] = store.attempts_of(run["id"])
-        per_run.append((attempt["finished_at"] - attempt["claimed_at"]).total_seconds())
-        per_point += [(p["finished_at"] - p["started_at"]).total_seconds() for p in store.points_of(run["id"])]
+        [attempt] = store.attempts_of(run.id)
+        per_run.append((attempt.finished_at - attempt.claimed_at).total_seconds())  # type: ignore[operator]
+        points = store.points_of(run.id)
+        per_point += [(p.finished_at - p.started_at).total_seconds() for p in points]  # type: ignore[operator]
     return {"wall_s": wall, "runs_per_min": runs / wall * 60, "run_s": statistics.median(per_run),
             "point_s": statistics.median(per_point)}
 

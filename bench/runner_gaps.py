@@ -62,11 +62,9 @@ def _sweep(tmp: Path, mode: str, prompts_per_slot: int) -> list[dict[str, Any]]:
                BENCHDECK_BENCH_MODE=mode, BENCHDECK_RUNNER_ID=f"bench-{mode}", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "runner", "work", "--burst"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=3600, check=False)
-    if store.get_run(run_id)["status"] != "succeeded":  # type: ignore[index]
+    if store.get_run(run_id).status != "succeeded":  # type: ignore[union-attr]
         raise RuntimeError(f"{mode} sweep failed: {done.stderr[-2000:]}")
-    points = store.points_of(run_id)
-    for point in points:
-        point["timing"] = json.loads(point["timing"])
+    points = [{**p.as_dict(), "timing": json.loads(p.timing or "{}")} for p in store.points_of(run_id)]
     return sorted(points, key=lambda p: p["timing"]["sent"])
 
 

@@ -1,15 +1,16 @@
 """The only code that talks to DuckDB: one method per named query in ``db.queries``.
 
 Each method is one short access (open, do, close) under the cross-process lock.
-State changes return whether they happened; a guarded UPDATE that matches zero rows
-raises ``LostRace`` so callers cannot mistake "someone else moved it" for success.
+Reads return the typed rows of ``db.rows``.  State changes return whether they
+happened; a guarded UPDATE that matches zero rows raises ``LostRace`` so callers
+cannot mistake "someone else moved it" for success.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,20 @@ import duckdb
 from db import queries as q
 from db.connection import connect, transaction
 from db.migrations import migrate
+from db.rows import (
+    AttemptRow,
+    AuditRow,
+    ComparisonPointRow,
+    ConfigurationRow,
+    ImportRow,
+    PickerRunRow,
+    PointRow,
+    RunnerRow,
+    RunProgressRow,
+    RunRow,
+    SchemaVersionRow,
+    TelemetryRow,
+)
 from domain.core.access import Action, Actor, require
 from domain.core.settings import Settings
 from domain.core.states import (
@@ -97,11 +112,6 @@ def _one(row: tuple[Any, ...] | None) -> Any:
 def _groups(pgids_json: str | None) -> list[ProcessGroup]:
     groups = json.loads(pgids_json or "[]")
     return [ProcessGroup(int(g["pgid"]), g.get("started_at"), g.get("role", "")) for g in groups]
-
-
-def _rows_as_dicts(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    names = [d[0] for d in cursor.description or []]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 class Store:
@@ -420,31 +430,31 @@ class Store:
         fillable = ("engine", "engine_version", "model", "gpu_type", "gpu_count")
         with self._tx() as con:
             require(actor, Action.FILL_IN, owner=self._owner(con, run_id), run_id=run_id)
-            run = _rows_as_dicts(con.execute(q.GET_RUN, [run_id]))
-            if not run or run[0]["source"] != "imported":
+            run = RunRow.from_cursor(con.execute(q.GET_RUN, [run_id]))
+            if not run or run[0].source != "imported":
                 raise LostRace(f"run {run_id} is not an imported run")
-            old = _rows_as_dicts(con.execute(q.GET_CONFIGURATION, [run[0]["configuration_id"]]))[0]
-            filled = {k: v for k, v in facts.items() if k in fillable and v is not None and old[k] is None}
+            old = ConfigurationRow.from_cursor(con.execute(q.GET_CONFIGURATION, [run[0].configuration_id]))[0]
+            filled = {k: v for k, v in facts.items() if k in fillable and v is not None and getattr(old, k) is None}
             if not filled:
-                return str(old["id"])
-            environment = json.loads(old["environment"] or "{}")
+                return old.id
+            environment = json.loads(old.environment or "{}")
             environment.setdefault("provenance", {}).update({k: "user" for k in filled})
             environment["filled_in_by"] = actor.name
-            new = {**old, **filled}
-            identity = {k: new[k] for k in (*fillable, "topology", "server_args")}
-            new_id = configuration_id(identity | {"parent": old["id"]})
+            new = replace(old, **filled)
+            identity = {k: getattr(new, k) for k in (*fillable, "topology", "server_args")}
+            new_id = configuration_id(identity | {"parent": old.id})
             con.execute(q.INSERT_CONFIGURATION, [
-                new_id, new["engine"], new["engine_version"], new["model"], new["gpu_type"], new["gpu_count"],
-                old["topology"], old["server_args"], json.dumps(environment), old["id"], utcnow(), actor.name,
+                new_id, new.engine, new.engine_version, new.model, new.gpu_type, new.gpu_count,
+                old.topology, old.server_args, json.dumps(environment), old.id, utcnow(), actor.name,
             ])
-            if not con.execute(q.REPOINT_RUN, [new_id, run_id, old["id"]]).fetchall():
+            if not con.execute(q.REPOINT_RUN, [new_id, run_id, old.id]).fetchall():
                 raise LostRace(f"run {run_id} changed while it was being filled in")
-            self._audit_by(con, actor, "fill_in", run_id, {"from": old["id"], "to": new_id, "filled": filled})
+            self._audit_by(con, actor, "fill_in", run_id, {"from": old.id, "to": new_id, "filled": filled})
         return new_id
 
-    def list_imports(self, limit: int = 50) -> list[dict[str, Any]]:
+    def list_imports(self, limit: int = 50) -> list[ImportRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.LIST_IMPORTS, [limit]))
+            return ImportRow.from_cursor(con.execute(q.LIST_IMPORTS, [limit]))
 
     # --- runners and schemas ------------------------------------------------------------
     def register_runner(
@@ -460,17 +470,17 @@ class Store:
         with self._tx() as con:
             con.execute(q.RUNNER_HEARTBEAT, [utcnow(), healthy, unhealthy_reason, runner_id])
 
-    def list_runners(self) -> list[dict[str, Any]]:
+    def list_runners(self) -> list[RunnerRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.LIST_RUNNERS))
+            return RunnerRow.from_cursor(con.execute(q.LIST_RUNNERS))
 
     def store_schema(self, version: str, host: str, schema: dict[str, Any]) -> None:
         with self._tx() as con:
             con.execute(q.UPSERT_SCHEMA, [version, host, utcnow(), json.dumps(schema)])
 
-    def schema_versions(self) -> list[dict[str, Any]]:
+    def schema_versions(self) -> list[SchemaVersionRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.LIST_SCHEMA_VERSIONS))
+            return SchemaVersionRow.from_cursor(con.execute(q.LIST_SCHEMA_VERSIONS))
 
     def set_priority(self, run_id: int, priority: int, *, actor: Actor) -> None:
         """Re-prioritise a queued run (a running one has already been claimed).  Admins only."""
@@ -481,35 +491,35 @@ class Store:
             self._audit_by(con, actor, "priority", run_id, {"priority": priority})
 
     # --- reading --------------------------------------------------------------------
-    def points_of(self, run_id: int) -> list[dict[str, Any]]:
+    def points_of(self, run_id: int) -> list[PointRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.POINTS_OF_RUN, [run_id]))
+            return PointRow.from_cursor(con.execute(q.POINTS_OF_RUN, [run_id]))
 
-    def points_for_comparison(self, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+    def points_for_comparison(self, run_ids: Sequence[int]) -> list[ComparisonPointRow]:
         """One batched read for the compare and checklist pages (each locked open costs ~25 ms)."""
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.POINTS_FOR_COMPARISON, [list(run_ids)]))
+            return ComparisonPointRow.from_cursor(con.execute(q.POINTS_FOR_COMPARISON, [list(run_ids)]))
 
-    def runs_for_picker(self, limit: int = 2000) -> list[dict[str, Any]]:
+    def runs_for_picker(self, limit: int = 2000) -> list[PickerRunRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.RUNS_FOR_PICKER, [limit]))
+            return PickerRunRow.from_cursor(con.execute(q.RUNS_FOR_PICKER, [limit]))
 
-    def telemetry_of(self, run_id: int) -> list[dict[str, Any]]:
+    def telemetry_of(self, run_id: int) -> list[TelemetryRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.TELEMETRY_OF_RUN, [run_id]))
+            return TelemetryRow.from_cursor(con.execute(q.TELEMETRY_OF_RUN, [run_id]))
 
-    def list_runs(self, limit: int = 200) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int = 200) -> list[RunProgressRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.LIST_RUNS, [limit]))
+            return RunProgressRow.from_cursor(con.execute(q.LIST_RUNS, [limit]))
 
-    def get_run(self, run_id: int) -> dict[str, Any] | None:
+    def get_run(self, run_id: int) -> RunRow | None:
         with self._read() as con:
-            rows = _rows_as_dicts(con.execute(q.GET_RUN, [run_id]))
+            rows = RunRow.from_cursor(con.execute(q.GET_RUN, [run_id]))
         return rows[0] if rows else None
 
-    def attempts_of(self, run_id: int) -> list[dict[str, Any]]:
+    def attempts_of(self, run_id: int) -> list[AttemptRow]:
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.ATTEMPTS_OF_RUN, [run_id]))
+            return AttemptRow.from_cursor(con.execute(q.ATTEMPTS_OF_RUN, [run_id]))
 
     def run_counts(self) -> dict[str, int]:
         with self._read() as con:
@@ -518,12 +528,12 @@ class Store:
     def audit_entries(
         self, *, reader: Actor, action: str | None = None, actor: str | None = None, run_id: int | None = None,
         since: datetime | None = None, limit: int = 200,
-    ) -> list[dict[str, Any]]:
+    ) -> list[AuditRow]:
         """The audit log, newest first, filtered; only admins may read it."""
         require(reader, Action.VIEW_AUDIT)
         params = [action, action, actor, actor, run_id, run_id, since, since, limit]
         with self._read() as con:
-            return _rows_as_dicts(con.execute(q.SEARCH_AUDIT, params))
+            return AuditRow.from_cursor(con.execute(q.SEARCH_AUDIT, params))
 
     def audit_actions(self, *, reader: Actor) -> list[str]:
         require(reader, Action.VIEW_AUDIT)

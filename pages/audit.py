@@ -42,12 +42,12 @@ if not entries:
     st.stop()
 st.caption(t("audit.count", lang, n=len(entries), limit=LIMIT))
 frame = pd.DataFrame({
-    t("audit.col_time", lang): [e["logged_at"] for e in entries],
-    t("audit.col_actor", lang): [e["actor"] for e in entries],
-    t("audit.col_action", lang): [e["action"] for e in entries],
-    t("audit.col_run", lang): [e["run_id"] for e in entries],
+    t("audit.col_time", lang): [e.logged_at for e in entries],
+    t("audit.col_actor", lang): [e.actor for e in entries],
+    t("audit.col_action", lang): [e.action for e in entries],
+    t("audit.col_run", lang): [e.run_id for e in entries],
     # Compact JSON: the launch argv and hashes stay exact and copyable.
-    t("audit.col_details", lang): [json.dumps(json.loads(e["details"] or "{}"), ensure_ascii=False)
+    t("audit.col_details", lang): [json.dumps(json.loads(e.details or "{}"), ensure_ascii=False)
                                    for e in entries],
 })
 st.dataframe(frame, hide_index=True, width="stretch")

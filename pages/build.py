@@ -242,7 +242,7 @@ with db_guard(lang) as guard:
     runners = cached_runners()
 if guard.failed:
     st.stop()
-host_versions = sorted({r["sglang_version"] for r in runners if r["sglang_version"]})
+host_versions = sorted({r.sglang_version for r in runners if r.sglang_version})
 start_from_section()
 
 st.subheader(t("build.basics", lang))

@@ -3,6 +3,7 @@
 import pandas as pd
 import streamlit as st
 
+from db.rows import RunProgressRow
 from domain.core.i18n import t
 from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, source_label
 
@@ -10,20 +11,20 @@ lang = current_language()
 st.title(t("overview.heading", lang))
 
 
-def _runs_frame(runs: list[dict]) -> pd.DataFrame:
+def _runs_frame(runs: list[RunProgressRow]) -> pd.DataFrame:
     rows = [
         {
-            t("col.id", lang): run["id"],
-            t("runs.detail", lang): f"run?run={run['id']}&lang={lang}",
-            t("col.name", lang): run["name"],
-            t("col.status", lang): t(f"status.{run['status']}", lang),
-            t("col.source", lang): source_label(run["source"], lang),
-            t("col.model", lang): run["model"],
-            t("col.gpu", lang): f"{run['gpu_count']}×{run['gpu_type']}",
-            t("col.points", lang): f"{run['points_done']}/{run['total_points']}",
-            t("col.failure", lang): run["failure_kind"] or "",
-            t("col.submitted_by", lang): run["submitted_by"],
-            t("col.submitted_at", lang): run["submitted_at"],
+            t("col.id", lang): run.id,
+            t("runs.detail", lang): f"run?run={run.id}&lang={lang}",
+            t("col.name", lang): run.name,
+            t("col.status", lang): t(f"status.{run.status}", lang),
+            t("col.source", lang): source_label(run.source, lang),
+            t("col.model", lang): run.model,
+            t("col.gpu", lang): f"{run.gpu_count}×{run.gpu_type}",
+            t("col.points", lang): f"{run.points_done}/{run.total_points}",
+            t("col.failure", lang): run.failure_kind or "",
+            t("col.submitted_by", lang): run.submitted_by,
+            t("col.submitted_at", lang): run.submitted_at,
         }
         for run in runs
     ]
@@ -47,7 +48,7 @@ def live_overview() -> None:
     st.subheader(t("overview.recent", lang))
     st.dataframe(_runs_frame(runs), hide_index=True, width="stretch", column_config={
         t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang))})
-    if any(run["source"] == "emulated" for run in runs):
+    if any(run.source == "emulated" for run in runs):
         st.caption("⚠️ " + t("overview.emulated_note", lang))
 
 

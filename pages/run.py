@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import streamlit as st
 
 from db import LostRace
+from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
 from domain.plan.plan_io import dump_plan
@@ -53,32 +54,32 @@ def _run_id() -> int | None:
     return int(raw) if raw and raw.isdigit() else None
 
 
-def actions(run: dict[str, Any]) -> None:
+def actions(run: RunRow) -> None:
     c1, c2, c3, c4 = st.columns(4)
     c4.page_link("pages/compare.py", label=t("run.compare", lang), icon=":material/compare_arrows:",
-                 query_params={"baseline": str(run["id"]), "lang": lang})
-    if run["source"] == "imported":
+                 query_params={"baseline": str(run.id), "lang": lang})
+    if run.source == "imported":
         return  # nothing to cancel, re-run or duplicate: it was measured elsewhere
-    owner = run["submitted_by"]
+    owner = run.submitted_by
     if not can(Action.CANCEL, owner=owner) and not can(Action.RERUN, owner=owner):
         c1.caption(t("auth.only_own_runs", lang))
-    if (run["status"] in ("queued", "running") and can(Action.CANCEL, owner=owner)
+    if (run.status in ("queued", "running") and can(Action.CANCEL, owner=owner)
             and c1.button(t("runs.cancel", lang), icon=":material/cancel:")):
         try:
-            store().cancel_run(run["id"], actor=current_actor())
-            st.toast(t("runs.cancel_requested", lang, run_id=run["id"]))
+            store().cancel_run(run.id, actor=current_actor())
+            st.toast(t("runs.cancel_requested", lang, run_id=run.id))
         except LostRace:
-            st.warning(t("runs.too_late", lang, run_id=run["id"]))
+            st.warning(t("runs.too_late", lang, run_id=run.id))
         except PermissionDenied as exc:
             show_denied(exc, lang)
         clear_run_caches()
     if can(Action.RERUN, owner=owner) and c2.button(t("run.rerun", lang), icon=":material/replay:"):
-        plan = RunPlan.model_validate_json(run["plan"])
+        plan = RunPlan.model_validate_json(run.plan)
         # One re-run per click: the key changes only after a successful submit.
         nonce = st.session_state.setdefault("rerun_nonce", 0)
         try:
-            new_id, _ = store().submit_run(plan, submitted_by=current_actor(), rerun_of=run["id"],
-                                          idempotency_key=f"rerun:{run['id']}:{nonce}")
+            new_id, _ = store().submit_run(plan, submitted_by=current_actor(), rerun_of=run.id,
+                                          idempotency_key=f"rerun:{run.id}:{nonce}")
         except QuotaExceeded as exc:
             st.error(exc.text(lang))
             return
@@ -89,13 +90,13 @@ def actions(run: dict[str, Any]) -> None:
         clear_run_caches()
         st.switch_page("pages/run.py", query_params={"run": str(new_id)})
     c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
-                 query_params={"from_run": str(run["id"])})
+                 query_params={"from_run": str(run.id)})
 
 
-def fill_in(run: dict[str, Any]) -> None:
+def fill_in(run: RunRow) -> None:
     """An imported run's unknown facts, stated later: a new configuration version."""
-    unknown = [k for k in ("model", "gpu_type", "gpu_count", "engine", "engine_version") if run.get(k) is None]
-    if run["source"] != "imported" or not unknown or not can(Action.FILL_IN, owner=run["submitted_by"]):
+    unknown = [k for k in ("model", "gpu_type", "gpu_count", "engine", "engine_version") if getattr(run, k) is None]
+    if run.source != "imported" or not unknown or not can(Action.FILL_IN, owner=run.submitted_by):
         return
     with st.expander(t("run.fill_in", lang, fields=", ".join(unknown))), st.form("run.fill_in"):
         facts: dict[str, Any] = {}
@@ -110,9 +111,9 @@ def fill_in(run: dict[str, Any]) -> None:
                 facts[name] = st.text_input(name) or None
         if st.form_submit_button(t("run.fill_in_submit", lang)):
             try:
-                new_id = store().fill_in_imported(run["id"], facts, actor=current_actor())
+                new_id = store().fill_in_imported(run.id, facts, actor=current_actor())
             except LostRace:
-                st.warning(t("runs.too_late", lang, run_id=run["id"]))
+                st.warning(t("runs.too_late", lang, run_id=run.id))
             except PermissionDenied as exc:
                 show_denied(exc, lang)
             else:
@@ -120,47 +121,47 @@ def fill_in(run: dict[str, Any]) -> None:
                 clear_run_caches()
 
 
-def header(run: dict[str, Any]) -> None:
-    st.title(f"#{run['id']} {run['name']}")
+def header(run: RunRow) -> None:
+    st.title(f"#{run.id} {run.name}")
     badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
-    source = source_label(run["source"], lang)
-    st.markdown(f":{badge[run['status']]}-badge[{t('status.' + run['status'], lang)}] "
-                f":{'violet' if run['source'] != 'measured' else 'green'}-badge[{source}] "
-                f"{run['model']} · {run['gpu_count']}×{run['gpu_type']} · {run['engine']}"
-                f"{' ' + run['engine_version'] if run['engine_version'] else ''} · {run['submitted_by']}")
-    if run["source"] == "emulated":
+    source = source_label(run.source, lang)
+    st.markdown(f":{badge[run.status]}-badge[{t('status.' + run.status, lang)}] "
+                f":{'violet' if run.source != 'measured' else 'green'}-badge[{source}] "
+                f"{run.model} · {run.gpu_count}×{run.gpu_type} · {run.engine}"
+                f"{' ' + run.engine_version if run.engine_version else ''} · {run.submitted_by}")
+    if run.source == "emulated":
         st.caption(t("overview.emulated_note", lang))
 
 
-def failure(attempt: dict[str, Any]) -> None:
-    kind = attempt["failure_kind"]
-    if attempt["status"] == "failed" and kind:
-        st.error(f"**{kind}** — {attempt['message']}\n\n{t(HINT_KEYS.get(kind, 'run.hint_generic'), lang)}",
+def failure(attempt: AttemptRow) -> None:
+    kind = attempt.failure_kind
+    if attempt.status == "failed" and kind:
+        st.error(f"**{kind}** — {attempt.message}\n\n{t(HINT_KEYS.get(kind, 'run.hint_generic'), lang)}",
                  icon=":material/error:")
-    elif attempt["status"] == "cancelled":
-        st.warning(attempt["message"] or t("status.cancelled", lang), icon=":material/cancel:")
+    elif attempt.status == "cancelled":
+        st.warning(attempt.message or t("status.cancelled", lang), icon=":material/cancel:")
 
 
-def points_section(points: list[dict[str, Any]], run: dict[str, Any]) -> None:
-    st.subheader(t("run.points", lang, done=len(points), total=run["total_points"]))
+def points_section(points: list[PointRow], run: RunRow) -> None:
+    st.subheader(t("run.points", lang, done=len(points), total=run.total_points))
     if not points:
         st.caption(t("run.no_points", lang))
         return
     frame = pd.DataFrame(points)[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS)
     # Which host ran each point (a Ray node, or this runner host); imported points: unknown.
-    frame[t("run.col_host", lang)] = [json.loads(p.get("timing") or "{}").get("host") or "—" for p in points]
+    frame[t("run.col_host", lang)] = [json.loads(p.timing or "{}").get("host") or "—" for p in points]
     st.dataframe(frame, hide_index=True, width="stretch")
     chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
                             var_name="metric")
     st.altair_chart(run_points_chart(chart_data))
 
 
-def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) -> None:
+def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> None:
     st.subheader(t("run.telemetry", lang))
-    unavailable = [row for row in telemetry if row["metric"] == "unavailable"]
+    unavailable = [row for row in telemetry if row.metric == "unavailable"]
     if unavailable:
-        st.caption(t("run.gpu_unavailable", lang, reason=unavailable[0]["note"]))
-    directory = attempt.get("telemetry_dir")
+        st.caption(t("run.gpu_unavailable", lang, reason=unavailable[0].note))
+    directory = attempt.telemetry_dir
     files = sorted(Path(directory).glob("*.parquet")) if directory and Path(directory).is_dir() else []
     if not files:
         st.caption(t("run.no_telemetry", lang))
@@ -172,20 +173,20 @@ def telemetry_section(attempt: dict[str, Any], telemetry: list[dict[str, Any]]) 
     st.caption(t("run.telemetry_note", lang))
 
 
-def facts_section(run: dict[str, Any], attempt: dict[str, Any] | None) -> None:
-    plan = RunPlan.model_validate_json(run["plan"])
+def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
+    plan = RunPlan.model_validate_json(run.plan)
     with st.expander(t("run.configuration", lang), expanded=False):
         st.code(dump_plan(plan), language="yaml")
     if attempt is None:
         return
-    facts = json.loads(attempt["startup_facts"] or "{}")
+    facts = json.loads(attempt.startup_facts or "{}")
     topology = facts.pop("topology", None)
     roles = facts.pop("roles", None)
     if topology:
         topology_section(topology, roles or {})
-    elif attempt["server_argv"]:
+    elif attempt.server_argv:
         with st.expander(t("run.command", lang)):
-            st.code(" ".join(json.loads(attempt["server_argv"])), language="bash", wrap_lines=True)
+            st.code(" ".join(json.loads(attempt.server_argv)), language="bash", wrap_lines=True)
     if facts:
         info = facts.pop("server_info", {})
         cols = st.columns(4)
@@ -197,12 +198,12 @@ def facts_section(run: dict[str, Any], attempt: dict[str, Any] | None) -> None:
         with st.expander(t("run.startup_facts", lang)):
             st.json(facts)
             st.json(info, expanded=False)
-    if attempt["host_info"]:
+    if attempt.host_info:
         with st.expander(t("run.host", lang)):
-            st.json(json.loads(attempt["host_info"]), expanded=1)
-    if attempt["log_tail"]:
-        with st.expander(t("run.log_tail", lang), expanded=attempt["status"] == "failed"):
-            st.code(attempt["log_tail"][-8000:], language="log")
+            st.json(json.loads(attempt.host_info), expanded=1)
+    if attempt.log_tail:
+        with st.expander(t("run.log_tail", lang), expanded=attempt.status == "failed"):
+            st.code(attempt.log_tail[-8000:], language="log")
 
 
 def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
@@ -240,13 +241,13 @@ def live(run_id: int) -> None:
         return
     latest = attempts[-1] if attempts else None
     header(run)
-    if run["status"] == "running" and latest is not None:
-        done = sum(1 for p in points if p["attempt_id"] == latest["id"])
-        st.progress(done / run["total_points"],
-                    text=t("run.progress", lang, point=latest["current_point"] or "—", status=latest["status"]))
+    if run.status == "running" and latest is not None:
+        done = sum(1 for p in points if p.attempt_id == latest.id)
+        st.progress(done / run.total_points,
+                    text=t("run.progress", lang, point=latest.current_point or "—", status=latest.status))
     if latest is not None:
         failure(latest)
-    points_section([p for p in points if latest is None or p["attempt_id"] == latest["id"]], run)
+    points_section([p for p in points if latest is None or p.attempt_id == latest.id], run)
     if latest is not None:
         telemetry_section(latest, telemetry)
     facts_section(run, latest)

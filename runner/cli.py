@@ -97,12 +97,12 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     header = f"{'id':>5}  {'status':<10} {'source':<9} {'points':>7}  {'gpu':<8} {'model':<28} name"
     print(header)
     for run in runs:
-        points = f"{run['points_done']}/{run['total_points']}"
-        gpu = f"{run['gpu_count']}x{run['gpu_type']}"
-        failure = f" ({run['failure_kind']})" if run["failure_kind"] else ""
+        points = f"{run.points_done}/{run.total_points}"
+        gpu = f"{run.gpu_count}x{run.gpu_type}"
+        failure = f" ({run.failure_kind})" if run.failure_kind else ""
         print(
-            f"{run['id']:>5}  {run['status']:<10} {run['source']:<9} {points:>7}  {gpu:<8} "
-            f"{run['model'][:28]:<28} {run['name']}{failure}"
+            f"{run.id:>5}  {run.status:<10} {run.source:<9} {points:>7}  {gpu:<8} "
+            f"{run.model[:28]:<28} {run.name}{failure}"  # type: ignore[index]
         )
     return EXIT_OK
 
@@ -138,7 +138,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     store = Store.from_settings(settings)
     store.migrate()
     run_ids = [args.baseline, *args.runs]
-    frame = points_frame(store.points_for_comparison(run_ids))
+    frame = points_frame(p.as_dict() for p in store.points_for_comparison(run_ids))
     missing = [r for r in run_ids if frame.empty or r not in set(frame["run_id"])]
     if missing:
         print(t("cli.export_missing", args.lang, runs=", ".join(map(str, missing))), file=sys.stderr)

@@ -132,20 +132,20 @@ def test_db_refuses_writes_the_role_does_not_allow(store: Store) -> None:
     with pytest.raises(PermissionDenied):
         store.audit_entries(reader=operator("alice"))
     # Nothing of the refused writes exists: no run, no state change, no audit row.
-    runs = {r["name"]: r for r in store.list_runs()}
+    runs = {r.name: r for r in store.list_runs()}
     assert set(runs) == {"mine", "theirs"}
-    assert runs["theirs"]["status"] == "queued" and runs["mine"]["priority"] == 0
-    assert [e["action"] for e in store.audit_entries(reader=admin())] == ["submit", "submit"]
+    assert runs["theirs"].status == "queued" and runs["mine"].priority == 0
+    assert [e.action for e in store.audit_entries(reader=admin())] == ["submit", "submit"]
 
     assert store.cancel_run(mine, actor=operator("alice")) is RunStatus.CANCELLED
     again, _ = store.submit_run(minimal_plan(name="mine"), submitted_by=operator("alice"), rerun_of=mine)
     store.set_priority(theirs, 5, actor=admin("root"))
     assert store.cancel_run(theirs, actor=admin("root")) is RunStatus.CANCELLED
     entries = store.audit_entries(reader=admin())
-    assert [(e["actor"], e["action"], e["run_id"]) for e in entries[:4]] == [
+    assert [(e.actor, e.action, e.run_id) for e in entries[:4]] == [
         ("root", "cancel", theirs), ("root", "priority", theirs), ("alice", "rerun", again), ("alice", "cancel", mine),
     ]
-    assert json.loads(entries[0]["details"]) == {"was": "queued", "role": "admin", "via": "test"}
+    assert json.loads(entries[0].details) == {"was": "queued", "role": "admin", "via": "test"}
 
 
 def test_the_audit_log_filters(store: Store) -> None:
@@ -153,8 +153,8 @@ def test_the_audit_log_filters(store: Store) -> None:
     store.submit_run(minimal_plan(name="b"), submitted_by=operator("bob@example.com"))
     store.cancel_run(first, actor=admin("root"))
     reader = admin()
-    assert [e["action"] for e in store.audit_entries(reader=reader, actor="alice")] == ["submit"]
-    assert [e["actor"] for e in store.audit_entries(reader=reader, action="cancel")] == ["root"]
+    assert [e.action for e in store.audit_entries(reader=reader, actor="alice")] == ["submit"]
+    assert [e.actor for e in store.audit_entries(reader=reader, action="cancel")] == ["root"]
     assert len(store.audit_entries(reader=reader, run_id=first)) == 2
     assert store.audit_actions(reader=reader) == ["cancel", "submit"]
 

@@ -43,4 +43,4 @@ def test_queue_quick_preset_from_the_browser(env, browser_page, db_path) -> None
         page.get_by_text("already run #1").wait_for(timeout=15_000)
         screenshot(page, "queue-plan-en")
     runs = Store(db_path).list_runs()
-    assert [(r["id"], r["name"], r["status"]) for r in runs] == [(1, "quick-demo", "queued")]
+    assert [(r.id, r.name, r.status) for r in runs] == [(1, "quick-demo", "queued")]

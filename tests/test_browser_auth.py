@@ -134,14 +134,14 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         op_page.wait_for_timeout(1500)
         op_page.get_by_role("button", name="Validate and queue").click()
         expect(op_page.get_by_text("Queued run #")).to_be_visible(timeout=30_000)
-        [mine] = [r["id"] for r in store.list_runs() if r["submitted_by"] == OP1]
+        [mine] = [r.id for r in store.list_runs() if r.submitted_by == OP1]
         op_page.goto(f"{url}/run?run={others}&lang=en")
         expect(op_page.get_by_text("You can act on your own runs only")).to_be_visible(timeout=30_000)
         expect(op_page.get_by_role("button", name="Cancel")).to_have_count(0)
         op_page.goto(f"{url}/run?run={mine}&lang=en")
         op_page.get_by_role("button", name="Cancel").click()
-        _wait(lambda: store.get_run(mine)["status"] == "cancelled", "op1's cancel")
-        assert store.get_run(others)["status"] == "queued"
+        _wait(lambda: store.get_run(mine).status == "cancelled", "op1's cancel")
+        assert store.get_run(others).status == "queued"
         screenshot(op_page, "auth-operator-run")
 
         # Admin: re-prioritises op2's run and reads the audit log.
@@ -151,21 +151,21 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         priority.fill("7")
         priority.press("Tab")  # Enter would submit the form with its first button (Cancel)
         admin_page.get_by_role("button", name="Re-prioritise").click()
-        _wait(lambda: store.get_run(others)["priority"] == 7, "admin's re-prioritise")
+        _wait(lambda: store.get_run(others).priority == 7, "admin's re-prioritise")
         admin_page.goto(f"{url}/audit?lang=en")
         expect(admin_page.get_by_text("entries (newest first")).to_be_visible(timeout=30_000)
         admin_page.wait_for_timeout(2000)
         screenshot(admin_page, "auth-admin-audit")
 
     entries = store.audit_entries(reader=admin())
-    seen = {(e["actor"], e["action"], json.loads(e["details"]).get("via")) for e in entries}
+    seen = {(e.actor, e.action, json.loads(e.details).get("via")) for e in entries}
     assert {(OP1, "submit", "oidc"), (OP1, "cancel", "oidc"), (ADMIN, "priority", "oidc")} <= seen
 
 
 def _wait(condition: object, what: str, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
+        if condition():
             return
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")

@@ -35,7 +35,7 @@ def three_runs(store: Store, env: dict[str, str]) -> dict[str, str]:
     store.submit_run(small_plan(name="longer-osl", benchmark=_bench(48)), submitted_by=operator("t"))
     renv = runner_env(env)
     assert run_burst(renv) == 0
-    assert [r["status"] for r in store.list_runs()] == ["succeeded"] * 3
+    assert [r.status for r in store.list_runs()] == ["succeeded"] * 3
     return renv
 
 
@@ -78,7 +78,7 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
     rows = list(csv.reader(io.StringIO("\n".join(line for line in text.splitlines() if not line.startswith("#")))))
     flat = " ".join(" ".join(r) for r in rows)
     for point in store.points_of(2):
-        assert repr(point["output_throughput"]) in flat or str(point["output_throughput"]) in flat
+        assert repr(point.output_throughput) in flat or str(point.output_throughput) in flat
     assert "emulated" in text.lower()  # the caveat says the data is emulated
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     assert svg.read_text(encoding="utf-8").lstrip().startswith(("<svg", "<?xml"))

@@ -90,8 +90,8 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         expect(page).to_have_url(re.compile(r"/run\?run=1"), timeout=20_000)
         expect(page.get_by_text("Queued run #1")).to_be_visible()
         [run] = store.list_runs()
-        assert run["status"] == "queued"
-        plan_args = store.get_run(1)["server_args"]
+        assert run.status == "queued"
+        plan_args = store.get_run(1).server_args
         assert '"max-running-requests": 32' in plan_args and '"kv-cache-dtype": "fp8_e4m3"' in plan_args
 
         # A runner drains the queue; the page follows the run to "succeeded" with its points.
@@ -112,7 +112,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         page.get_by_role("button", name="Cancel").click()
         expect(page.get_by_text("cancelled").first).to_be_visible(timeout=60_000)
         assert runner.wait(timeout=60) == 0
-        assert store.get_run(second)["status"] == "cancelled"
+        assert store.get_run(second).status == "cancelled"
         assert 1 <= len(store.points_of(second)) < 4
         screenshot(page, "run-cancelled-en")
 

@@ -57,7 +57,7 @@ def test_ui_reader_and_runner_writer_hammering_the_lock(store: Store, db_path: P
     assert all(s["errors"] == 0 for s in stats), stats  # nothing but "busy" may reach a reader
     assert all(s["reads"] > 0 for s in stats)
     assert len(latencies) == writes
-    ticks = [e for e in store.audit_entries(reader=admin(), limit=1000) if e["action"] == "tick"]
+    ticks = [e for e in store.audit_entries(reader=admin(), limit=1000) if e.action == "tick"]
     assert len(ticks) == writes  # no write lost
 
 
@@ -68,5 +68,5 @@ def test_kill_9_mid_transaction_leaves_nothing_behind(store: Store, db_path: Pat
     assert proc.stdout.readline().strip() == "inside"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    actions = [e["action"] for e in store.audit_entries(reader=admin(), limit=1000)]
+    actions = [e.action for e in store.audit_entries(reader=admin(), limit=1000)]
     assert actions == ["kept"]  # the committed row survives; the killed transaction is wholly absent

@@ -107,13 +107,13 @@ def test_hostile_values_are_refused_again_by_the_runner_before_launch(
     store, settings, ids, _ = refused
     run_id = ids[case.name]
     [attempt] = store.attempts_of(run_id)  # bad_args is never retried
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "bad_args")
-    assert case.expect in attempt["message"]
-    assert store.get_run(run_id)["status"] == "failed"
+    assert (attempt.status, attempt.failure_kind) == ("failed", "bad_args")
+    assert case.expect in attempt.message
+    assert store.get_run(run_id).status == "failed"
     # Nothing was launched: no argv recorded, no process group, no launch audit row, no server log.
-    assert attempt["server_argv"] is None and json.loads(attempt["pgids"] or "[]") == []
+    assert attempt.server_argv is None and json.loads(attempt.pgids or "[]") == []
     assert [r for r in audit_rows(store, "launch") if r["run_id"] == run_id] == []
-    assert not (settings.work_dir / f"attempt-{attempt['id']}" / "server.log").exists()
+    assert not (settings.work_dir / f"attempt-{attempt.id}" / "server.log").exists()
     assert store.points_of(run_id) == []
 
 
@@ -121,8 +121,8 @@ def test_the_runner_stays_healthy_after_refusing_bad_input(
     refused: tuple[Store, Settings, dict[str, int], Path]
 ) -> None:
     store, settings, _, _ = refused
-    [row] = [r for r in store.list_runners() if r["id"] == settings.runner_id]
-    assert row["healthy"] is True  # bad input is the plan's fault, not the host's
+    [row] = [r for r in store.list_runners() if r.id == settings.runner_id]
+    assert row.healthy is True  # bad input is the plan's fault, not the host's
 
 
 def test_nan_as_a_float_never_reaches_the_queue() -> None:
@@ -181,13 +181,13 @@ def test_cancel_between_claim_and_launch_starts_nothing(tmp_path: Path) -> None:
     runner.start()
     run_id, _ = store.submit_run(minimal_plan(), submitted_by=operator("alice"))
     claim = store.claim_next(runner.caps, lease_s=settings.lease_s)
-    assert claim is not None and store.attempts_of(run_id)[0]["status"] == "claimed"
+    assert claim is not None and store.attempts_of(run_id)[0].status == "claimed"
     assert store.cancel_run(run_id, actor=admin("bob")) is RunStatus.RUNNING  # asks the runner
     runner.execute(claim)
     [attempt] = store.attempts_of(run_id)
-    assert attempt["status"] == "cancelled" and "before launch" in attempt["message"]
-    assert store.get_run(run_id)["status"] == "cancelled"
-    assert attempt["server_argv"] is None and audit_rows(store, "launch") == []
+    assert attempt.status == "cancelled" and "before launch" in attempt.message
+    assert store.get_run(run_id).status == "cancelled"
+    assert attempt.server_argv is None and audit_rows(store, "launch") == []
     [cancel] = audit_rows(store, "cancel")
     assert cancel["actor"] == "bob" and cancel["run_id"] == run_id  # the audit row names the user
 
@@ -223,8 +223,8 @@ def test_cancel_of_a_finished_run_is_refused_and_changes_nothing(store: Store, f
     with pytest.raises(LostRace):
         store.cancel_run(run_id, actor=admin("bob"))
     after = store.get_run(run_id)
-    assert after["status"] == before["status"] == final
-    assert after["cancel_requested_by"] == before["cancel_requested_by"]
+    assert after.status == before.status == final
+    assert after.cancel_requested_by == before.cancel_requested_by
     assert len(audit_rows(store, "cancel")) == cancels  # a refused cancel leaves no audit row
 
 

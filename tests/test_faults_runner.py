@@ -56,7 +56,7 @@ from tests.support.runner_harness import (
 
 
 def _pgids(store: Store, run_id: int) -> list[dict[str, object]]:
-    return json.loads(store.attempts_of(run_id)[-1]["pgids"] or "[]")
+    return json.loads(store.attempts_of(run_id)[-1].pgids or "[]")
 
 
 def _runner_log(env: dict[str, str]) -> str:
@@ -86,8 +86,8 @@ def test_double_sigterm_is_a_cold_stop_that_kills_the_group_at_once(store: Store
     assert proc.wait(timeout=30) == 0
     assert time.monotonic() - second < 10, "a cold stop must not wait for the point or the grace period"
     [attempt] = store.attempts_of(run_id)
-    assert attempt["status"] == "cancelled" and "runner stopped after 0 point(s)" in attempt["message"]
-    assert store.get_run(run_id)["status"] == "queued"  # the run goes back to the queue
+    assert attempt.status == "cancelled" and "runner stopped after 0 point(s)" in attempt.message
+    assert store.get_run(run_id).status == "queued"  # the run goes back to the queue
     assert store.points_of(run_id) == []  # the interrupted point left no row
     assert_nothing_left(renv[MARK], timeout=5)
 
@@ -102,7 +102,7 @@ def test_server_killed_during_startup_is_noticed_in_seconds(store: Store, env: d
     proc = start_runner(renv, "--burst")
     wait_for(lambda: attempt_status(store, run_id) == "starting" and bool(_pgids(store, run_id)), 60, "a server")
     [server] = [g for g in _pgids(store, run_id) if g["role"] == "server"]
-    log = Path(renv["BENCHDECK_WORK_DIR"]) / f"attempt-{store.attempts_of(run_id)[0]['id']}" / "server.log"
+    log = Path(renv["BENCHDECK_WORK_DIR"]) / f"attempt-{store.attempts_of(run_id)[0].id}" / "server.log"
     wait_for(lambda: log.exists() and log.stat().st_size > 0, 30, "the server to log its loading")
     killed = time.monotonic()
     os.kill(int(str(server["pgid"])), signal.SIGKILL)
@@ -110,8 +110,8 @@ def test_server_killed_during_startup_is_noticed_in_seconds(store: Store, env: d
     assert time.monotonic() - killed < 5
     assert proc.wait(timeout=30) == 0
     [attempt] = store.attempts_of(run_id)
-    assert attempt["failure_kind"] == "server_crash" and "start-up" in attempt["message"]
-    assert attempt["log_tail"]  # the log tail is kept with the attempt
+    assert attempt.failure_kind == "server_crash" and "start-up" in attempt.message
+    assert attempt.log_tail  # the log tail is kept with the attempt
     assert store.points_of(run_id) == []
     assert_nothing_left(renv[MARK])
 
@@ -121,9 +121,9 @@ def test_server_crash_during_its_own_warmup_is_a_server_crash(store: Store, env:
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="crash-during-warmup", BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv, timeout=60) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "server_crash")
-    assert "warmup" in attempt["log_tail"]
-    assert store.get_run(run_id)["status"] == "failed" and store.points_of(run_id) == []
+    assert (attempt.status, attempt.failure_kind) == ("failed", "server_crash")
+    assert "warmup" in attempt.log_tail
+    assert store.get_run(run_id).status == "failed" and store.points_of(run_id) == []
     assert_nothing_left(renv[MARK])
 
 
@@ -136,8 +136,8 @@ def test_server_dying_in_the_bench_warmup_phase_stores_no_rows(store: Store, env
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="crash-after-requests=1", BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "server_crash")
-    assert "crash after 1 requests" in attempt["log_tail"]
+    assert (attempt.status, attempt.failure_kind) == ("failed", "server_crash")
+    assert "crash after 1 requests" in attempt.log_tail
     assert store.points_of(run_id) == [] and store.telemetry_of(run_id) == []
     assert_nothing_left(renv[MARK])
 
@@ -158,17 +158,17 @@ def test_a_squatter_in_the_port_range_is_skipped_and_the_launch_is_audited(
         run_id, _ = store.submit_run(plan, submitted_by=operator("alice"))
         renv = runner_env(env, BENCHDECK_ENGINE_PORT_RANGE=json.dumps([first, second]))
         assert run_burst(renv) == 0
-    assert store.get_run(run_id)["status"] == "succeeded"
+    assert store.get_run(run_id).status == "succeeded"
     [attempt] = store.attempts_of(run_id)
-    argv = json.loads(attempt["server_argv"])
+    argv = json.loads(attempt.server_argv)
     assert argv[argv.index("--port") + 1] == str(second)
     # The launch audit row: actor = the runner, the exact argv, the configuration hash.
     [launch] = audit_rows(store, "launch")
     assert launch["actor"] == renv["BENCHDECK_RUNNER_ID"] and launch["run_id"] == run_id
     assert launch["details"]["argv"] == argv
     assert "qwen3 (test)" in argv  # one argv element: nothing is split or parsed by a shell
-    assert launch["details"]["config_hash"] == store.get_run(run_id)["configuration_id"]
-    assert launch["details"]["attempt_id"] == attempt["id"]
+    assert launch["details"]["config_hash"] == store.get_run(run_id).configuration_id
+    assert launch["details"]["attempt_id"] == attempt.id
     policy_sha = hashlib.sha256(DEFAULT_POLICY_PATH.read_bytes()).hexdigest()
     assert launch["details"]["policy_sha256"] == policy_sha
     assert_nothing_left(renv[MARK])
@@ -180,9 +180,9 @@ def test_every_port_of_the_range_taken_keeps_the_run_queued(store: Store, env: d
         run_id, _ = store.submit_run(small_plan(), submitted_by=operator("alice"))
         renv = runner_env(env, BENCHDECK_ENGINE_PORT_RANGE=json.dumps([port, port]))
         assert run_burst(renv, timeout=60) == 0
-    assert store.get_run(run_id)["status"] == "queued" and store.attempts_of(run_id) == []
+    assert store.get_run(run_id).status == "queued" and store.attempts_of(run_id) == []
     row = runner_row(store, renv["BENCHDECK_RUNNER_ID"])
-    assert row["healthy"] is False and f"no free port in {port}-{port}" in row["unhealthy_reason"]
+    assert row.healthy is False and f"no free port in {port}-{port}" in row.unhealthy_reason
     assert_nothing_left(renv[MARK])
 
 
@@ -238,13 +238,13 @@ def test_a_stale_server_on_the_chosen_port_is_refused(
     run_id, _ = store.submit_run(small_plan(), submitted_by=operator("alice"))
     assert runner.run_once() is True
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "host_unhealthy")
-    assert str(stale_server) in attempt["message"]
-    assert ("not from the launched server" if race else "is taken") in attempt["message"]
-    assert store.get_run(run_id)["status"] == "queued"  # retried later, elsewhere or once the port is free
+    assert (attempt.status, attempt.failure_kind) == ("failed", "host_unhealthy")
+    assert str(stale_server) in attempt.message
+    assert ("not from the launched server" if race else "is taken") in attempt.message
+    assert store.get_run(run_id).status == "queued"  # retried later, elsewhere or once the port is free
     assert store.points_of(run_id) == []
     row = runner_row(store, settings.runner_id)
-    assert row["healthy"] is False and str(stale_server) in row["unhealthy_reason"]
+    assert row.healthy is False and str(stale_server) in row.unhealthy_reason
     assert runner.run_once() is False  # claims nothing while the stale server holds the port
     assert_nothing_left(marked)
 
@@ -266,14 +266,14 @@ def test_a_foreign_gpu_process_keeps_the_job_queued_and_flags_the_host(
     run_id, _ = store.submit_run(small_plan(server_args={"foo": 1}), submitted_by=operator("alice"))
     renv = runner_env(env, **{SIMULATED_GPU_USERS_ENV: str(gpu_state)})
     assert run_burst(renv, timeout=60) == 0
-    assert store.get_run(run_id)["status"] == "queued" and store.attempts_of(run_id) == []
+    assert store.get_run(run_id).status == "queued" and store.attempts_of(run_id) == []
     row = runner_row(store, renv["BENCHDECK_RUNNER_ID"])
-    assert row["healthy"] is False
-    assert "foreign process on the GPUs" in row["unhealthy_reason"] and "SIMULATED" in row["unhealthy_reason"]
+    assert row.healthy is False
+    assert "foreign process on the GPUs" in row.unhealthy_reason and "SIMULATED" in row.unhealthy_reason
     gpu_state.unlink()  # the foreign process goes away: the host recovers by itself
     assert run_burst(renv, timeout=60) == 0
-    assert runner_row(store, renv["BENCHDECK_RUNNER_ID"])["healthy"] is True
-    assert [a["failure_kind"] for a in store.attempts_of(run_id)] == ["bad_args"]
+    assert runner_row(store, renv["BENCHDECK_RUNNER_ID"]).healthy is True
+    assert [a.failure_kind for a in store.attempts_of(run_id)] == ["bad_args"]
     assert_nothing_left(renv[MARK])
 
 
@@ -292,9 +292,9 @@ def test_a_foreign_gpu_process_appearing_after_the_claim_stops_the_launch(
     gpu_state.write_text(json.dumps([{"gpu": 0, "pid": 4242, "used_gb": 20.0}]), encoding="utf-8")
     runner.execute(claim)
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "host_unhealthy")
-    assert store.get_run(run_id)["status"] == "queued" and audit_rows(store, "launch") == []
-    assert runner.healthy is False and runner_row(store, settings.runner_id)["healthy"] is False
+    assert (attempt.status, attempt.failure_kind) == ("failed", "host_unhealthy")
+    assert store.get_run(run_id).status == "queued" and audit_rows(store, "launch") == []
+    assert runner.healthy is False and runner_row(store, settings.runner_id).healthy is False
 
 
 # --- case 12: SIGSTOP past the lease, then SIGCONT ---------------------------------------------------------
@@ -311,26 +311,26 @@ def test_a_runner_stopped_past_its_lease_is_fenced_when_it_resumes(store: Store,
     wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
     stop_outside_db_lock(proc.pid, Path(env["BENCHDECK_DB"]))
     try:
-        stopped_attempt = store.attempts_of(run_id)[0]["id"]
+        stopped_attempt = store.attempts_of(run_id)[0].id
         rows_before = len(attempt_points(store, run_id, stopped_attempt))
         second = runner_env(env)
         second[MARK] = first[MARK]
         # The second runner reaps the expired lease (killing the first one's server and client)
         # and runs attempt 2 to the end.
-        wait_for(lambda: run_burst(second, timeout=120) == 0 and store.get_run(run_id)["status"] == "succeeded",
+        wait_for(lambda: run_burst(second, timeout=120) == 0 and store.get_run(run_id).status == "succeeded",
                  150, "the takeover")
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     assert proc.wait(timeout=60) == 0
     first_attempt, second_attempt = store.attempts_of(run_id)
-    assert (first_attempt["status"], first_attempt["failure_kind"]) == ("failed", "runner_lost")
-    assert first_attempt["runner_id"] == first["BENCHDECK_RUNNER_ID"]
-    assert second_attempt["status"] == "succeeded" and second_attempt["runner_id"] == second["BENCHDECK_RUNNER_ID"]
+    assert (first_attempt.status, first_attempt.failure_kind) == ("failed", "runner_lost")
+    assert first_attempt.runner_id == first["BENCHDECK_RUNNER_ID"]
+    assert second_attempt.status == "succeeded" and second_attempt.runner_id == second["BENCHDECK_RUNNER_ID"]
     # Fenced: the resumed runner wrote no row after its lease ran out, and did not rewrite the ending.
     assert len(attempt_points(store, run_id, stopped_attempt)) == rows_before
-    assert len(attempt_points(store, run_id, second_attempt["id"])) == 2
-    assert store.get_run(run_id)["status"] == "succeeded"
-    assert "lease" in first_attempt["message"]
+    assert len(attempt_points(store, run_id, second_attempt.id)) == 2
+    assert store.get_run(run_id).status == "succeeded"
+    assert "lease" in first_attempt.message
     assert_nothing_left(first[MARK])
 
 
@@ -392,16 +392,16 @@ def test_disk_full_under_the_work_dir_fails_the_attempt_as_disk_full_and_stops_c
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         [attempt] = store.attempts_of(run_id)
-        assert (attempt["status"], attempt["failure_kind"]) == ("failed", "disk_full"), attempt["message"]
-        assert store.get_run(run_id)["status"] == "queued"  # retryable, on a host with space
+        assert (attempt.status, attempt.failure_kind) == ("failed", "disk_full"), attempt.message
+        assert store.get_run(run_id).status == "queued"  # retryable, on a host with space
         # The runner stops taking jobs: the other run was not claimed, the host is flagged.
-        assert store.get_run(waiting)["status"] == "queued" and store.attempts_of(waiting) == []
+        assert store.get_run(waiting).status == "queued" and store.attempts_of(waiting) == []
         row = runner_row(store, renv["BENCHDECK_RUNNER_ID"])
-        assert row["healthy"] is False and "disk full" in row["unhealthy_reason"]
+        assert row.healthy is False and "disk full" in row.unhealthy_reason
         # Earlier committed rows survive (each read reopens the file), complete.
         after = store.points_of(run_id)
-        assert [p["id"] for p in after] == [p["id"] for p in committed][: len(after)] and len(after) >= 1
-        assert all(p["completed"] == p["requested"] for p in after)
+        assert [p.id for p in after] == [p.id for p in committed][: len(after)] and len(after) >= 1
+        assert all(p.completed == p.requested for p in after)
         assert_nothing_left(renv[MARK])
     finally:
         filler.unlink()
@@ -532,7 +532,7 @@ def test_a_policy_change_between_claims_is_audited_with_both_hashes(tmp_path: Pa
     assert changed["details"] == {"path": str(policy), "old_sha256": old, "new_sha256": new}
     # The new policy is the one applied to that run.
     [attempt] = store.attempts_of(two)
-    assert attempt["failure_kind"] == "bad_args" and "--enable-torch-compile" in attempt["message"]
+    assert attempt.failure_kind == "bad_args" and "--enable-torch-compile" in attempt.message
     store.submit_run(small_plan(name="three", server_args={"foo": 1}), submitted_by=operator("alice"))
     assert runner.run_once() is True
     assert len(audit_rows(store, "policy_changed")) == 1  # once per change
@@ -548,9 +548,9 @@ def test_an_unreadable_policy_file_flags_the_host_and_launches_nothing(tmp_path:
     policy.write_text("categories: [not, a, mapping\n", encoding="utf-8")
     run_id, _ = store.submit_run(small_plan(), submitted_by=operator("alice"))
     assert runner.run_once() is False
-    assert store.get_run(run_id)["status"] == "queued" and store.attempts_of(run_id) == []
+    assert store.get_run(run_id).status == "queued" and store.attempts_of(run_id) == []
     row = runner_row(store, settings.runner_id)
-    assert row["healthy"] is False and "flag policy unreadable" in row["unhealthy_reason"]
+    assert row.healthy is False and "flag policy unreadable" in row.unhealthy_reason
 
 
 # --- case 7: the scheduler stalls while /health still answers 200 ---------------------------------------
@@ -569,7 +569,7 @@ def test_a_stalled_server_that_still_answers_health_is_bounded_by_the_point_time
                       BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "bench_failed")
-    assert "6 s" in attempt["message"]
+    assert (attempt.status, attempt.failure_kind) == ("failed", "bench_failed")
+    assert "6 s" in attempt.message
     assert store.points_of(run_id) == []
     assert_nothing_left(renv[MARK])

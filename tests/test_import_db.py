@@ -44,8 +44,8 @@ def test_cli_import_then_duplicate(env: dict[str, str], db_path: Path) -> None:
     assert again.returncode == 1 and "imported already" in again.stderr
     store = Store(db_path)
     assert len(store.list_runs()) == 2 and len(store.list_imports()) == 1
-    assert all(r["source"] == "imported" for r in store.list_runs())
-    assert [e["action"] for e in store.audit_entries(reader=admin())] == ["import"]
+    assert all(r.source == "imported" for r in store.list_runs())
+    assert [e.action for e in store.audit_entries(reader=admin())] == ["import"]
 
 
 def test_bad_statement_imports_nothing(env: dict[str, str], db_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_bad_statement_imports_nothing(env: dict[str, str], db_path: Path) -> No
 
 def test_unknowns_stay_unknown(store: Store) -> None:
     result = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", ImportConditions(), actor=operator("t"))
-    frame = points_frame(store.points_for_comparison(result.run_ids))
+    frame = points_frame(p.as_dict() for p in store.points_for_comparison(result.run_ids))
     assert frame["gpu_type"].isna().all() or frame["gpu_type"].iloc[0] is None
     assert frame["warmup"].isna().all() and frame["seed"].isna().all()
 
@@ -79,7 +79,7 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
     assert run_burst(runner_env(env)) == 0
     [imported, _] = import_file(store, FIXTURES / "sglang-0.5.23.jsonl",
                                 ImportConditions(gpu_type="H200", gpu_count=1), actor=operator("t")).run_ids
-    frame = points_frame(store.points_for_comparison([1, imported]))
+    frame = points_frame(p.as_dict() for p in store.points_for_comparison([1, imported]))
     matrix = comparability_matrix(frame, 1, [imported])
     states = dict(zip(matrix["condition"], matrix["state"], strict=True))
     differ = {c for c, s in states.items() if s == "differ"}
@@ -117,8 +117,8 @@ def test_filling_in_later_makes_a_new_linked_configuration(store: Store) -> None
     new_id = store.fill_in_imported(run_id, {"gpu_type": "H100", "gpu_count": 8, "model": "ignored-if-known"},
                                     actor=admin("alice"))
     after = store.get_run(run_id)
-    assert new_id != before["configuration_id"] and after["configuration_id"] == new_id
-    assert (after["gpu_type"], after["gpu_count"]) == ("H100", 8)
-    assert after["model"] == before["model"] == "Qwen/Qwen3-30B-A3B"  # a known fact is not overwritten
-    [entry] = [e for e in store.audit_entries(reader=admin()) if e["action"] == "fill_in"]
-    assert entry["actor"] == "alice" and before["configuration_id"] in entry["details"]
+    assert new_id != before.configuration_id and after.configuration_id == new_id
+    assert (after.gpu_type, after.gpu_count) == ("H100", 8)
+    assert after.model == before.model == "Qwen/Qwen3-30B-A3B"  # a known fact is not overwritten
+    [entry] = [e for e in store.audit_entries(reader=admin()) if e.action == "fill_in"]
+    assert entry.actor == "alice" and before.configuration_id in entry.details

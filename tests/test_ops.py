@@ -111,7 +111,7 @@ def test_restore_round_trip_keeps_the_replaced_file(store: Store, db_path: Path,
 
     result = _cli(env, "restore", str(saved))
     assert result.returncode == 0, result.stderr
-    assert [r["id"] for r in store.list_runs()] == [run_id]
+    assert [r.id for r in store.list_runs()] == [run_id]
     assert store.migrate() == []  # the restored file is a complete, current schema
     kept = list(tmp_path.glob("bench.duckdb.before-restore-*"))
     assert len(kept) == 1 and str(kept[0]) in result.stdout
@@ -148,7 +148,7 @@ def test_restore_refuses_while_a_runner_is_live(store: Store, db_path: Path, env
                           healthy=True, unhealthy_reason=None, info={})
     result = _cli(env, "restore", str(saved))
     assert result.returncode == 1 and "gpu-host-1" in result.stderr
-    assert [r["id"] for r in store.list_runners()] == ["gpu-host-1"]
+    assert [r.id for r in store.list_runners()] == ["gpu-host-1"]
     assert _cli(env, "restore", "--force", str(saved)).returncode == 0
     assert store.list_runners() == []
 

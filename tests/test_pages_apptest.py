@@ -50,13 +50,13 @@ def test_submit_is_idempotent_per_form_instance(app_env: Path) -> None:
     at = _build_page()
     at.session_state["build.idempotency_key"] = "one-form"
     _submit(at)
-    assert [r["id"] for r in Store(app_env).list_runs()] == [1]
+    assert [r.id for r in Store(app_env).list_runs()] == [1]
     at.switch_page("pages/build.py").run()
     at.session_state["build.idempotency_key"] = "one-form"  # the same submission arriving twice
     _submit(at)
-    assert [r["id"] for r in Store(app_env).list_runs()] == [1]
+    assert [r.id for r in Store(app_env).list_runs()] == [1]
     entries = Store(app_env).audit_entries(reader=admin())
-    assert [e["action"] for e in entries] == ["submit"] and entries[0]["actor"]
+    assert [e.action for e in entries] == ["submit"] and entries[0].actor
 
 
 def test_busy_when_the_db_lock_is_held_elsewhere(app_env: Path) -> None:

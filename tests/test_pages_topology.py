@@ -168,7 +168,7 @@ def test_submitted_plan_stores_the_topology_and_duplicate_brings_it_back(app_env
     assert not at.exception
     runs = Store(app_env).list_runs()
     assert len(runs) == 1
-    plan = RunPlan.model_validate_json(runs[0]["plan"])
+    plan = RunPlan.model_validate_json(runs[0].plan)
     topology = plan.topology
     assert topology.kind == "pd" and topology.label() == "pd 2P1D (P 2×1GPU, D 1×1GPU)"
     assert topology.prefill.gpu_ids == [[2], [1]] and topology.decode.gpu_ids == [[0]]
@@ -179,7 +179,7 @@ def test_submitted_plan_stores_the_topology_and_duplicate_brings_it_back(app_env
 
     # Duplicate: the run page links to the build page with ?from_run=<id>.
     fresh = AppTest.from_file(APP, default_timeout=60)
-    fresh.query_params["from_run"] = str(runs[0]["id"])
+    fresh.query_params["from_run"] = str(runs[0].id)
     fresh.run()
     at = _build_page(fresh)
     assert at.radio(key="b.topo.kind@en").value == "pd"

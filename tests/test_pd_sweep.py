@@ -45,19 +45,19 @@ def test_pd_sweeps_through_the_router_and_compare_with_aggregated(
 ) -> None:
     ids, renv = swept
     for label, run_id in ids.items():
-        assert store.get_run(run_id)["status"] == "succeeded", (label, store.attempts_of(run_id))
+        assert store.get_run(run_id).status == "succeeded", (label, store.attempts_of(run_id))
         points = store.points_of(run_id)
-        assert len(points) == 2 and all(p["completed"] == p["requested"] for p in points)
+        assert len(points) == 2 and all(p.completed == p.requested for p in points)
     assert_nothing_left(renv[MARK])
 
     # Start-up facts and telemetry are kept per role; the router's cap is explicit.
     [attempt] = store.attempts_of(ids["2P1D"])
-    facts = json.loads(attempt["startup_facts"])
+    facts = json.loads(attempt.startup_facts)
     assert set(facts["roles"]) == {"prefill-0", "prefill-1", "decode-0"}
     assert [m["name"] for m in facts["topology"]["members"]] == ["prefill-0", "prefill-1", "decode-0", "router"]
-    sources = {t["source"] for t in store.telemetry_of(ids["2P1D"])}
+    sources = {t.source for t in store.telemetry_of(ids["2P1D"])}
     assert {"server:prefill-0", "server:prefill-1", "server:decode-0"} <= sources
-    launches = [json.loads(e["details"]) for e in store.audit_entries(reader=admin(), action="launch",
+    launches = [json.loads(e.details) for e in store.audit_entries(reader=admin(), action="launch",
                                                                        run_id=ids["1P1D"])]
     router = next(d["argv"] for d in launches if d["member"] == "router")
     assert router[router.index("--max-concurrent-requests") + 1] == "2"

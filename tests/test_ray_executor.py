@@ -43,7 +43,7 @@ def _plan(name: str, gpu_type: str, prompts: str = "3x") -> object:
 
 def _node_of_each_run(store: Store) -> dict[int, str]:
     placed = store.audit_entries(reader=admin(), action="placed")
-    return {int(e["run_id"]): json.loads(e["details"])["node_id"] for e in placed}
+    return {int(e.run_id): json.loads(e.details)["node_id"] for e in placed}
 
 
 def _engines_left(mark: str) -> list[str]:
@@ -75,12 +75,12 @@ def test_runs_go_to_the_node_with_their_gpu_type_and_results_land_in_duckdb(
     placed = _node_of_each_run(store)
     for run_id, gpu in runs.items():
         run = store.get_run(run_id)
-        assert run["status"] == "succeeded", [(a["failure_kind"], a["message"]) for a in store.attempts_of(run_id)]
+        assert run.status == "succeeded", [(a.failure_kind, a.message) for a in store.attempts_of(run_id)]
         assert f"benchdeck_gpu:{gpu}" in nodes[placed[run_id]], "placed on a node of its GPU type"
         points = store.points_of(run_id)
-        assert len(points) == 2 and all(p["completed"] == p["requested"] for p in points)
-        assert all(json.loads(p["timing"])["host"] for p in points)  # which host ran each point
-    hosts = {r["id"]: r for r in store.list_runners()}
+        assert len(points) == 2 and all(p.completed == p.requested for p in points)
+        assert all(json.loads(p.timing)["host"] for p in points)  # which host ran each point
+    hosts = {r.id: r for r in store.list_runners()}
     for node in ray.nodes():
         if any(k.startswith("benchdeck_gpu:") for k in node["Resources"]):
             assert node_runner_id(node) in hosts
@@ -99,16 +99,16 @@ def test_a_node_dying_mid_run_is_runner_lost_and_the_other_runs_complete(
     ray_cluster.kill_node("node-h100")
     assert daemon.wait(timeout=400) == 0
     [attempt] = store.attempts_of(doomed)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "runner_lost")
-    assert store.get_run(doomed)["status"] == "failed"
+    assert (attempt.status, attempt.failure_kind) == ("failed", "runner_lost")
+    assert store.get_run(doomed).status == "failed"
     for run_id in others:
-        assert store.get_run(run_id)["status"] == "succeeded"
+        assert store.get_run(run_id).status == "succeeded"
     deadline = time.monotonic() + 20
     while _engines_left(env[MARK]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _engines_left(env[MARK]) == []
-    dead = [r for r in store.list_runners() if r["id"].startswith("ray:") and not r["healthy"]]
-    assert dead and dead[0]["unhealthy_reason"].startswith("Ray node")
+    dead = [r for r in store.list_runners() if r.id.startswith("ray:") and not r.healthy]
+    assert dead and dead[0].unhealthy_reason.startswith("Ray node")
 
 
 @pytest.mark.parametrize("state", ["benchmarking"])
@@ -122,7 +122,7 @@ def test_cancel_reaches_the_remote_process_group(
     assert _engines_left(env[MARK]), "the engine runs on the node"
     store.cancel_run(run_id, actor=operator("t"))
     assert daemon.wait(timeout=120) == 0
-    assert store.get_run(run_id)["status"] == "cancelled"
+    assert store.get_run(run_id).status == "cancelled"
     deadline = time.monotonic() + 20
     while _engines_left(env[MARK]) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -38,32 +38,32 @@ def test_two_scenarios_by_three_concurrencies_complete(store: Store, env: dict[s
     renv = runner_env(env)
     assert run_burst(renv) == 0
     run = store.get_run(run_id)
-    assert run["status"] == "succeeded"
+    assert run.status == "succeeded"
     points = store.points_of(run_id)
-    assert [(p["scenario"], p["concurrency"]) for p in points] == [
+    assert [(p.scenario, p.concurrency) for p in points] == [
         (s, c) for s in ("longout", "short") for c in (1, 2, 4)
     ]
     for point in points:
-        conditions = json.loads(point["conditions"])
-        assert point["completed"] == point["requested"] == 3 * point["concurrency"]
-        assert point["output_throughput"] > 0 and point["ttft_median_ms"] > 0 and point["tpot_p99_ms"] > 0
-        assert conditions["random_range_ratio"] == 1.0 and conditions["warmup"] == point["concurrency"]
+        conditions = json.loads(point.conditions)
+        assert point.completed == point.requested == 3 * point.concurrency
+        assert point.output_throughput > 0 and point.ttft_median_ms > 0 and point.tpot_p99_ms > 0
+        assert conditions["random_range_ratio"] == 1.0 and conditions["warmup"] == point.concurrency
         assert conditions["bench_tool"] == "sglang.bench_serving" and conditions["bench_version"] == "0.5.23"
         assert conditions["emulated"] is True
-        assert json.loads(point["raw_record"])["completed"] == point["completed"]
+        assert json.loads(point.raw_record)["completed"] == point.completed
     telemetry = store.telemetry_of(run_id)
     for point in points:
-        rows = [t for t in telemetry if t["point_id"] == point["id"]]
-        assert {"running_reqs", "token_usage"} <= {t["metric"] for t in rows if t["source"] == "server"}
-        gpu = [t for t in rows if t["source"] == "gpu"]
+        rows = [t for t in telemetry if t.point_id == point.id]
+        assert {"running_reqs", "token_usage"} <= {t.metric for t in rows if t.source == "server"}
+        gpu = [t for t in rows if t.source == "gpu"]
         # No GPU here: recorded as unavailable with the reason, never as zeros.
-        assert [(t["metric"], t["mean"]) for t in gpu] == [("unavailable", None)] and gpu[0]["note"]
+        assert [(t.metric, t.mean) for t in gpu] == [("unavailable", None)] and gpu[0].note
     [attempt] = store.attempts_of(run_id)
-    facts = json.loads(attempt["startup_facts"])
+    facts = json.loads(attempt.startup_facts)
     assert facts["max_total_num_tokens"] > 0 and facts["emulated"] is True
-    argv = json.loads(attempt["server_argv"])
+    argv = json.loads(attempt.server_argv)
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and "--enable-metrics" in argv
-    assert json.loads(attempt["bench_client"])["mode"] == "warm"
+    assert json.loads(attempt.bench_client)["mode"] == "warm"
     assert_nothing_left(renv[MARK])
 
 
@@ -74,9 +74,9 @@ def test_out_of_memory_fails_as_oom_and_is_not_retried(store: Store, env: dict[s
     renv = runner_env(env, BENCHDECK_RUNNER_GPU_TYPE="H100")
     assert run_burst(renv) == 0
     attempts = store.attempts_of(run_id)
-    assert [(a["status"], a["failure_kind"]) for a in attempts] == [("failed", "oom")]  # once: never retried
-    assert store.get_run(run_id)["status"] == "failed"
-    assert "mem-fraction-static" in attempts[0]["message"] and attempts[0]["log_tail"]
+    assert [(a.status, a.failure_kind) for a in attempts] == [("failed", "oom")]  # once: never retried
+    assert store.get_run(run_id).status == "failed"
+    assert "mem-fraction-static" in attempts[0].message and attempts[0].log_tail
     assert_nothing_left(renv[MARK])
 
 
@@ -85,8 +85,8 @@ def test_server_dying_mid_point_is_a_server_crash(store: Store, env: dict[str, s
     renv = runner_env(env, BENCHDECK_EMULATE_FAULT="crash-after-requests=4", BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "server_crash")
-    assert store.points_of(run_id) == [] or all(p["completed"] for p in store.points_of(run_id))
+    assert (attempt.status, attempt.failure_kind) == ("failed", "server_crash")
+    assert store.points_of(run_id) == [] or all(p.completed for p in store.points_of(run_id))
     assert_nothing_left(renv[MARK])
 
 
@@ -96,9 +96,9 @@ def test_a_server_that_never_becomes_ready_times_out(store: Store, env: dict[str
                       BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "startup_timeout")
-    assert "BENCHDECK_STARTUP_TIMEOUT_S" in attempt["message"]
-    assert attempt["message"].startswith("timeout: startup:warmup")  # HTTP up, never ready: the stage is named
+    assert (attempt.status, attempt.failure_kind) == ("failed", "startup_timeout")
+    assert "BENCHDECK_STARTUP_TIMEOUT_S" in attempt.message
+    assert attempt.message.startswith("timeout: startup:warmup")  # HTTP up, never ready: the stage is named
     assert_nothing_left(renv[MARK])
 
 
@@ -117,8 +117,8 @@ def test_kill_9_of_the_runner_mid_point_is_runner_lost_and_cleaned_up(store: Sto
     wait_for(lambda: run_burst(second, timeout=60) == 0 and attempt_status(store, run_id) == "failed", 60,
              "lease expiry")
     [attempt] = store.attempts_of(run_id)
-    assert attempt["failure_kind"] == "runner_lost"
-    assert store.get_run(run_id)["status"] == "failed"
+    assert attempt.failure_kind == "runner_lost"
+    assert store.get_run(run_id).status == "failed"
     assert_nothing_left(renv[MARK])
 
 
@@ -131,8 +131,8 @@ def test_cancel_while_benchmarking_stops_the_sweep(store: Store, env: dict[str, 
     wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
     store.cancel_run(run_id, actor=admin("bob"))
     assert proc.wait(timeout=60) == 0
-    assert store.get_run(run_id)["status"] == "cancelled"
-    assert [a["status"] for a in store.attempts_of(run_id)] == ["cancelled"]
+    assert store.get_run(run_id).status == "cancelled"
+    assert [a.status for a in store.attempts_of(run_id)] == ["cancelled"]
     assert len(store.points_of(run_id)) < 4
     assert_nothing_left(renv[MARK])
 
@@ -144,7 +144,7 @@ def test_cancel_while_starting(store: Store, env: dict[str, str]) -> None:
     wait_for(lambda: attempt_status(store, run_id) == "starting", 60, "starting")
     store.cancel_run(run_id, actor=admin("bob"))
     assert proc.wait(timeout=60) == 0
-    assert store.get_run(run_id)["status"] == "cancelled"
+    assert store.get_run(run_id).status == "cancelled"
     assert_nothing_left(renv[MARK])
 
 
@@ -158,10 +158,10 @@ def test_warm_stop_finishes_the_point_and_requeues_the_run(store: Store, env: di
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 0
     [attempt] = store.attempts_of(run_id)
-    assert attempt["status"] == "cancelled" and "runner stopped" in attempt["message"]
-    assert store.get_run(run_id)["status"] == "queued"  # another runner takes it up
+    assert attempt.status == "cancelled" and "runner stopped" in attempt.message
+    assert store.get_run(run_id).status == "queued"  # another runner takes it up
     points = store.points_of(run_id)
-    assert 1 <= len(points) < 3 and all(p["completed"] == p["requested"] for p in points)
+    assert 1 <= len(points) < 3 and all(p.completed == p.requested for p in points)
     assert_nothing_left(renv[MARK])
 
 
@@ -176,7 +176,7 @@ def test_a_corrupt_bench_record_is_bad_output_with_the_raw_output_kept(
     renv = runner_env(env, BENCHDECK_BENCH_PYTHON=str(wrapper), BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "bad_output")
-    assert attempt["raw_bench_output"]  # what the client left is kept for a human to read
+    assert (attempt.status, attempt.failure_kind) == ("failed", "bad_output")
+    assert attempt.raw_bench_output  # what the client left is kept for a human to read
     assert store.points_of(run_id) == []  # and no metrics are stored from it
     assert_nothing_left(renv[MARK])

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import time
+from dataclasses import fields
+from datetime import datetime
 
 import pytest
 
 from db import IllegalMove, LostRace, RunnerCapabilities, Store
+from db.rows import (
+    AttemptRow,
+    AuditRow,
+    ComparisonPointRow,
+    PickerRunRow,
+    PointRow,
+    RunnerRow,
+    RunProgressRow,
+    RunRow,
+    SchemaVersionRow,
+    TelemetryRow,
+)
 from domain.core.states import AttemptStatus, FailureKind, RunStatus
+from domain.results.bench_record import METRIC_COLUMNS
 from tests.plans import minimal_plan
 from tests.support.actors import admin, operator
 
@@ -33,14 +48,14 @@ def test_submit_is_idempotent_per_key(store: Store) -> None:
     assert first == (1, True)
     assert second == (1, False)
     assert len(store.list_runs()) == 1
-    assert [e["action"] for e in store.audit_entries(reader=admin())] == ["submit"]
+    assert [e.action for e in store.audit_entries(reader=admin())] == ["submit"]
 
 
 def test_claim_moves_run_and_creates_attempt(store: Store) -> None:
     claim = _claimed(store)
-    assert store.get_run(claim.run_id)["status"] == "running"
+    assert store.get_run(claim.run_id).status == "running"
     [attempt] = store.attempts_of(claim.run_id)
-    assert attempt["status"] == "claimed" and attempt["runner_id"] == "r1" and attempt["attempt_no"] == 1
+    assert attempt.status == "claimed" and attempt.runner_id == "r1" and attempt.attempt_no == 1
     assert store.claim_next(CAPS, lease_s=60) is None
 
 
@@ -67,7 +82,7 @@ def test_full_successful_lifecycle(store: Store) -> None:
     store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
     status = store.finish_attempt(claim.attempt_id, "r1", AttemptStatus.BENCHMARKING, AttemptStatus.SUCCEEDED)
     assert status is RunStatus.SUCCEEDED
-    assert store.get_run(claim.run_id)["finished_at"] is not None
+    assert store.get_run(claim.run_id).finished_at is not None
 
 
 @pytest.mark.parametrize(
@@ -81,7 +96,7 @@ def test_illegal_attempt_moves_are_refused_before_sql(store: Store, current, new
     claim = _claimed(store)
     with pytest.raises(IllegalMove):
         store.move_attempt(claim.attempt_id, "r1", current, new)
-    assert store.attempts_of(claim.run_id)[0]["status"] == "claimed"
+    assert store.attempts_of(claim.run_id)[0].status == "claimed"
 
 
 def test_illegal_run_moves_are_refused(store: Store) -> None:
@@ -126,8 +141,8 @@ def test_expired_lease_fails_attempt_as_runner_lost_and_fences_late_writes(store
     expired = store.expire_leases(retry_allowed=False, max_attempts=1)
     assert [e.attempt_id for e in expired] == [claim.attempt_id]
     [attempt] = store.attempts_of(claim.run_id)
-    assert (attempt["status"], attempt["failure_kind"]) == ("failed", "runner_lost")
-    assert store.get_run(claim.run_id)["status"] == "failed"
+    assert (attempt.status, attempt.failure_kind) == ("failed", "runner_lost")
+    assert store.get_run(claim.run_id).status == "failed"
     # The late runner wakes up: its heartbeat and moves are fenced.
     assert store.heartbeat(claim.attempt_id, "r1", lease_s=60) is False
     with pytest.raises(LostRace):
@@ -137,13 +152,13 @@ def test_expired_lease_fails_attempt_as_runner_lost_and_fences_late_writes(store
 def test_cancel_queued_and_running(store: Store) -> None:
     queued, _ = store.submit_run(minimal_plan(name="q"), submitted_by=operator("a"))
     assert store.cancel_run(queued, actor=admin("bob")) is RunStatus.CANCELLED
-    assert store.get_run(queued)["status"] == "cancelled"
+    assert store.get_run(queued).status == "cancelled"
     running = _claimed(store)
     assert store.cancel_run(running.run_id, actor=admin("bob")) is RunStatus.RUNNING
-    assert store.get_run(running.run_id)["cancel_requested_by"] == "bob"
+    assert store.get_run(running.run_id).cancel_requested_by == "bob"
     with pytest.raises(LostRace):
         store.cancel_run(queued, actor=admin("bob"))
-    assert [e["actor"] for e in store.audit_entries(reader=admin()) if e["action"] == "cancel"] == ["bob", "bob"]
+    assert [e.actor for e in store.audit_entries(reader=admin()) if e.action == "cancel"] == ["bob", "bob"]
 
 
 def test_readers_let_a_waiting_writer_go_first(store: Store, db_path) -> None:
@@ -185,4 +200,52 @@ def test_quotas_are_enforced_at_submit_with_a_clear_message(db_path) -> None:
     assert "1000 prompts" in prompts.value.text("en") and "プロンプト" in prompts.value.text("ja")
     with pytest.raises(QuotaExceeded):
         store.submit_run(minimal_plan(name="f", benchmark={"concurrency": [16]}), submitted_by=operator("x"))
-    assert [r["name"] for r in store.list_runs()] == ["d", "b", "a"]  # nothing refused half-exists
+    assert [r.name for r in store.list_runs()] == ["d", "b", "a"]  # nothing refused half-exists
+
+
+def test_point_rows_name_every_metric_column_in_order() -> None:
+    names = [f.name for f in fields(PointRow)]
+    assert tuple(name for name in names if name in METRIC_COLUMNS) == METRIC_COLUMNS
+
+
+def test_a_row_type_refuses_a_column_it_does_not_name(store: Store) -> None:
+    store.submit_run(minimal_plan(), submitted_by=operator("alice"))
+    [run] = store.list_runs()
+    assert RunProgressRow.from_row(run.as_dict()) == run
+    with pytest.raises(TypeError):
+        RunProgressRow.from_row({**run.as_dict(), "surprise": 1})
+
+
+def test_every_read_returns_its_typed_rows(store: Store) -> None:
+    claim = _claimed(store)
+    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
+    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
+    now = datetime(2025, 1, 1)
+    point_id = store.insert_point(
+        claim.attempt_id, "r1", scenario="short", concurrency=2, repeat_idx=0, conditions={"seed": 1},
+        started_at=now, finished_at=now, metrics={"completed": 4, "output_throughput": 12.5}, raw_record={},
+        telemetry=[{"source": "gpu", "device": 0, "metric": "util_pct", "n": 3, "mean": 50.0, "p50": 50.0,
+                    "max": 60.0, "note": None}],
+    )
+    store.finish_attempt(claim.attempt_id, "r1", AttemptStatus.BENCHMARKING, AttemptStatus.SUCCEEDED)
+    store.register_runner("r1", host="h", gpu_type="H200", gpu_count=8, sglang_version=None, healthy=True,
+                          unhealthy_reason=None, info={})
+    store.store_schema("0.5.23", "h", {})
+
+    [point] = store.points_of(claim.run_id)
+    assert isinstance(point, PointRow) and (point.id, point.completed, point.output_throughput) == (point_id, 4, 12.5)
+    [compared] = store.points_for_comparison([claim.run_id])
+    assert isinstance(compared, ComparisonPointRow) and compared.gpu_util_mean == 50.0
+    [telemetry] = store.telemetry_of(claim.run_id)
+    assert isinstance(telemetry, TelemetryRow) and (telemetry.metric, telemetry.max) == ("util_pct", 60.0)
+    [picked] = store.runs_for_picker()
+    assert isinstance(picked, PickerRunRow) and picked.status == "succeeded"
+    [listed] = store.list_runs()
+    assert isinstance(listed, RunProgressRow) and (listed.points_done, listed.attempt_status) == (1, "succeeded")
+    assert isinstance(store.get_run(claim.run_id), RunRow)
+    assert isinstance(store.attempts_of(claim.run_id)[0], AttemptRow)
+    [runner] = store.list_runners()
+    assert isinstance(runner, RunnerRow) and runner.healthy is True
+    [schema] = store.schema_versions()
+    assert isinstance(schema, SchemaVersionRow) and schema.version == "0.5.23"
+    assert all(isinstance(entry, AuditRow) for entry in store.audit_entries(reader=admin()))

@@ -92,8 +92,8 @@ def _load_from_run(from_run: str) -> None:
     except (ValueError, DbBusy):
         run = None
     if run is not None:
-        load_plan_into_form(RunPlan.model_validate_json(run["plan"]), f"run:{from_run}")
-        st.session_state["b.name"] = f"{run['name']}-copy"
+        load_plan_into_form(RunPlan.model_validate_json(run.plan), f"run:{from_run}")
+        st.session_state["b.name"] = f"{run.name}-copy"
 
 
 def init_state() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from db import DbBusy, Store
+from db.rows import RunnerRow, RunProgressRow
 from domain.core.access import PermissionDenied
 from domain.core.i18n import LANGUAGES, t
 from domain.core.settings import get_settings
@@ -76,7 +77,7 @@ def store() -> Store:
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
-def cached_runs(limit: int = 200) -> list[dict[str, Any]]:
+def cached_runs(limit: int = 200) -> list[RunProgressRow]:
     return store().list_runs(limit=limit)
 
 
@@ -114,7 +115,7 @@ class db_guard:  # lower case like contextlib.suppress: read as ``with db_guard(
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
-def cached_runners() -> list[dict[str, Any]]:
+def cached_runners() -> list[RunnerRow]:
     return store().list_runners()
 
 

@@ -7,11 +7,11 @@ shared as a link; the widgets read it on the way in and write it back on every c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from db.rows import PickerRunRow
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.results.comparability import CONDITIONS, condition_label
@@ -31,24 +31,25 @@ class Selection:
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
-def cached_picker() -> list[dict[str, Any]]:
+def cached_picker() -> list[PickerRunRow]:
     return store().runs_for_picker()
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
 def cached_points(run_ids: tuple[int, ...]) -> pd.DataFrame:
-    return points_frame(store().points_for_comparison(list(run_ids)))
+    return points_frame(p.as_dict() for p in store().points_for_comparison(list(run_ids)))
 
 
 def _ints(text: str | None) -> list[int]:
     return [int(x) for x in (text or "").split(",") if x.strip().isdigit()]
 
 
-def _filters(runs: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
+def _filters(runs: list[PickerRunRow], lang: str) -> list[PickerRunRow]:
     with st.expander(t("select.filters", lang)):
         c1, c2, c3, c4 = st.columns(4)
-        models = c1.multiselect(t("col.model", lang), sorted({r["model"] for r in runs}))
-        gpus = c2.multiselect(t("col.gpu", lang), sorted({f"{r['gpu_count']}×{r['gpu_type']}" for r in runs}))
+        models = c1.multiselect(t("col.model", lang),
+                                sorted({r.model for r in runs}))  # type: ignore[type-var]
+        gpus = c2.multiselect(t("col.gpu", lang), sorted({f"{r.gpu_count}×{r.gpu_type}" for r in runs}))
         sources = c3.multiselect(t("col.source", lang), ["measured", "emulated", "imported"],
                                  format_func=lambda s: source_label(s, lang))
         statuses = c4.multiselect(t("col.status", lang), ["succeeded", "failed", "cancelled"],
@@ -56,12 +57,12 @@ def _filters(runs: list[dict[str, Any]], lang: str) -> list[dict[str, Any]]:
         tag = c1.text_input(t("select.tag", lang))
         since = c2.date_input(t("select.since", lang), value=None)
     return [r for r in runs
-            if (not models or r["model"] in models)
-            and (not gpus or f"{r['gpu_count']}×{r['gpu_type']}" in gpus)
-            and (not sources or r["source"] in sources)
-            and (not statuses or r["status"] in statuses)
-            and (not tag or tag in (r["tags"] or ""))
-            and (since is None or r["submitted_at"].date() >= since)]
+            if (not models or r.model in models)
+            and (not gpus or f"{r.gpu_count}×{r.gpu_type}" in gpus)
+            and (not sources or r.source in sources)
+            and (not statuses or r.status in statuses)
+            and (not tag or tag in (r.tags or ""))
+            and (since is None or r.submitted_at.date() >= since)]
 
 
 def pick(lang: str) -> Selection | None:
@@ -75,9 +76,9 @@ def pick(lang: str) -> Selection | None:
         return None
     params = st.query_params
     shown = _filters(runs, lang)
-    label = {r["id"]: f"#{r['id']} {r['name']} · {source_label(r['source'], lang)} · {r['model']} · "
-                      f"{r['gpu_count']}×{r['gpu_type']}" for r in runs}
-    ids = [r["id"] for r in shown]
+    label = {r.id: f"#{r.id} {r.name} · {source_label(r.source, lang)} · {r.model} · "
+                      f"{r.gpu_count}×{r.gpu_type}" for r in runs}
+    ids = [r.id for r in shown]
     wanted_base = _ints(params.get("baseline"))
     base_options = ids + [i for i in wanted_base if i not in ids and i in label]
     c1, c2 = st.columns([1, 2])
@@ -93,7 +94,7 @@ def pick(lang: str) -> Selection | None:
                               default=[c for c in params.get_all("intended") if c in {x.name for x in CONDITIONS}],
                               format_func=lambda n: condition_label(n, lang), help=t("select.intended_help", lang),
                               placeholder=t("select.none", lang))
-    sources = {r["source"] for r in runs if r["id"] in [baseline, *others]}
+    sources = {r.source for r in runs if r.id in [baseline, *others]}
     mixed = "emulated" in sources and len(sources) > 1
     allow_mixed = st.toggle(t("select.allow_mixed", lang), value=params.get("mixed") == "1") if mixed else False
     st.query_params.update({"baseline": str(baseline), "runs": ",".join(map(str, others)),

@@ -18,6 +18,7 @@ import filelock
 import psutil
 
 from db import Store
+from db.rows import PointRow, RunnerRow
 from domain.core.settings import Settings
 from domain.plan.plan_io import plan_from_mapping
 from domain.plan.run_plan import RunPlan
@@ -85,7 +86,7 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 def attempt_status(store: Store, run_id: int) -> str | None:
     attempts = store.attempts_of(run_id)
-    return attempts[-1]["status"] if attempts else None
+    return attempts[-1].status if attempts else None
 
 
 def leftovers(mark: str) -> list[str]:
@@ -125,7 +126,7 @@ def audit_rows(store: Store, action: str) -> list[dict[str, Any]]:
     from tests.support.actors import admin
 
     rows = store.audit_entries(reader=admin("auditor"), action=action, limit=1000)
-    return [{**row, "details": json.loads(row["details"] or "{}")} for row in reversed(rows)]
+    return [{**row.as_dict(), "details": json.loads(row.details or "{}")} for row in reversed(rows)]
 
 
 def free_port() -> int:
@@ -161,11 +162,11 @@ def stop_outside_db_lock(pid: int, db_path: Path, tries: int = 50) -> None:
     raise AssertionError("could not stop the runner outside a DB access")
 
 
-def attempt_points(store: Store, run_id: int, attempt_id: int) -> list[dict[str, Any]]:
-    return [p for p in store.points_of(run_id) if p["attempt_id"] == attempt_id]
+def attempt_points(store: Store, run_id: int, attempt_id: int) -> list[PointRow]:
+    return [p for p in store.points_of(run_id) if p.attempt_id == attempt_id]
 
 
-def runner_row(store: Store, runner_id: str) -> dict[str, Any]:
+def runner_row(store: Store, runner_id: str) -> RunnerRow:
     """This runner's row in the runners table (health, reason)."""
-    [row] = [r for r in store.list_runners() if r["id"] == runner_id]
+    [row] = [r for r in store.list_runners() if r.id == runner_id]
     return row
