@@ -213,7 +213,7 @@ def test_streamlit_protections_stay_on() -> None:
 
 @pytest.mark.slow
 def test_a_cross_origin_write_without_the_xsrf_token_is_refused(env: dict[str, str]) -> None:
-    """Reliability §5 case 22: the app's only HTTP write (file upload) needs Streamlit's XSRF
+    """Fault case 22 (docs/fault-suite.md): the app's only HTTP write (file upload) needs Streamlit's XSRF
     token, which a page from another origin cannot read."""
     import requests
 

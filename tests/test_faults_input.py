@@ -1,4 +1,4 @@
-"""Fault suite, bad input (reliability.md §5 cases 15-18, 20, 21): hostile values are refused
+"""Fault suite, bad input (docs/fault-suite.md, cases 15-18, 20, 21): hostile values are refused
 by the checks the form and the CLI run AND again by the runner before anything is launched;
 quotas; cancel in every state; double submit.  docs/fault-suite.md maps every case to its test.
 

@@ -1,4 +1,4 @@
-"""Fault suite, runner side (reliability.md §5): each case with its expected state, processes
+"""Fault suite, runner side (docs/fault-suite.md): each case with its expected state, processes
 and data.  Real processes: the runner daemon (a subprocess, or a Runner in this process
 where a seam must be patched), the emulator, the real bench_serving client, real DuckDB
 files, a real tmpfs for the disk-full cases.  docs/fault-suite.md maps every case to its test.
