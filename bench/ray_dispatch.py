@@ -69,9 +69,11 @@ def _drain(work: Path, executor: str, runs: int, extra: dict[str, str]) -> dict[
     per_run, per_point = [], []
     for run in store.list_runs():
         [attempt] = store.attempts_of(run.id)
-        per_run.append((attempt.finished_at - attempt.claimed_at).total_seconds())  # type: ignore[operator]
+        assert attempt.finished_at and attempt.claimed_at  # a drained attempt has both
+        per_run.append((attempt.finished_at - attempt.claimed_at).total_seconds())
         points = store.points_of(run.id)
-        per_point += [(p.finished_at - p.started_at).total_seconds() for p in points]  # type: ignore[operator]
+        per_point += [(p.finished_at - p.started_at).total_seconds()
+                      for p in points if p.finished_at and p.started_at]
     return {"wall_s": wall, "runs_per_min": runs / wall * 60, "run_s": statistics.median(per_run),
             "point_s": statistics.median(per_point)}
 

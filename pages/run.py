@@ -174,9 +174,10 @@ def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> Non
 
 
 def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
-    plan = RunPlan.model_validate_json(run.plan)
-    with st.expander(t("run.configuration", lang), expanded=False):
-        st.code(dump_plan(plan), language="yaml")
+    if run.source != "imported":  # an imported run has no plan: its conditions come from the file
+        plan = RunPlan.model_validate_json(run.plan)
+        with st.expander(t("run.configuration", lang), expanded=False):
+            st.code(dump_plan(plan), language="yaml")
     if attempt is None:
         return
     facts = json.loads(attempt.startup_facts or "{}")

@@ -102,7 +102,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         failure = f" ({run.failure_kind})" if run.failure_kind else ""
         print(
             f"{run.id:>5}  {run.status:<10} {run.source:<9} {points:>7}  {gpu:<8} "
-            f"{run.model[:28]:<28} {run.name}{failure}"  # type: ignore[index]
+            f"{(run.model or '?')[:28]:<28} {run.name}{failure}"
         )
     return EXIT_OK
 

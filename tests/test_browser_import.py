@@ -30,6 +30,13 @@ def test_upload_preview_confirm_then_duplicate(env, browser_page, db_path: Path)
         _upload_and_confirm(page, url, source)
         expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=30_000)
         screenshot(page, "import-en")
+        # The imported run's own page and the picker open without an error, although the
+        # run has no plan and (in the runs list) no GPU.
+        for path in ("run?run=1", "compare?baseline=1"):
+            page.goto(f"{url}/{path}")
+            expect(page.get_by_text("Qwen/Qwen3-30B-A3B").first).to_be_visible(timeout=30_000)
+            expect(page.locator("[data-testid=stException]")).to_have_count(0)
+        screenshot(page, "import-run-en")
         _upload_and_confirm(page, url, source)
         expect(page.get_by_text("was imported already (#1)")).to_be_visible(timeout=30_000)
     [run] = Store(db_path).list_runs()

@@ -20,6 +20,7 @@ from domain.results.frames import points_frame
 from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
 
 MAX_RUNS = 8
+UNKNOWN = "?"  # the model of an imported run that does not name it
 
 
 @dataclass
@@ -47,8 +48,8 @@ def _ints(text: str | None) -> list[int]:
 def _filters(runs: list[PickerRunRow], lang: str) -> list[PickerRunRow]:
     with st.expander(t("select.filters", lang)):
         c1, c2, c3, c4 = st.columns(4)
-        models = c1.multiselect(t("col.model", lang),
-                                sorted({r.model for r in runs}))  # type: ignore[type-var]
+        # An imported run may not name its model: it is filtered as unknown, never a crash.
+        models = c1.multiselect(t("col.model", lang), sorted({r.model or UNKNOWN for r in runs}))
         gpus = c2.multiselect(t("col.gpu", lang), sorted({f"{r.gpu_count}×{r.gpu_type}" for r in runs}))
         sources = c3.multiselect(t("col.source", lang), ["measured", "emulated", "imported"],
                                  format_func=lambda s: source_label(s, lang))
@@ -57,7 +58,7 @@ def _filters(runs: list[PickerRunRow], lang: str) -> list[PickerRunRow]:
         tag = c1.text_input(t("select.tag", lang))
         since = c2.date_input(t("select.since", lang), value=None)
     return [r for r in runs
-            if (not models or r.model in models)
+            if (not models or (r.model or UNKNOWN) in models)
             and (not gpus or f"{r.gpu_count}×{r.gpu_type}" in gpus)
             and (not sources or r.source in sources)
             and (not statuses or r.status in statuses)
