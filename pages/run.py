@@ -37,7 +37,7 @@ HINT_KEYS = {
     "oom": "run.hint_oom", "bad_args": "run.hint_bad_args", "startup_timeout": "run.hint_startup_timeout",
     "server_crash": "run.hint_server_crash", "bench_failed": "run.hint_bench_failed",
     "bad_output": "run.hint_bad_output", "runner_lost": "run.hint_runner_lost",
-    "host_unhealthy": "run.hint_host_unhealthy", "disk_full": "run.hint_disk_full",
+    "host_unhealthy": "run.hint_host_unhealthy", "disk_full": "run.hint_disk_full", "nccl": "run.hint_nccl",
 }
 POINT_COLUMNS = {
     "scenario": "scenario", "concurrency": "concurrency", "repeat_idx": "repeat",

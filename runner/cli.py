@@ -1,4 +1,4 @@
-"""``python -m runner``: submit, check, status, the daemon (serve, work --burst), backup and restore.
+"""``python -m runner``: submit, check, status, the daemon (serve, work --burst), backup, restore and diagnose.
 
 Every user error ends in a readable message and exit 1, never a traceback.
 """
@@ -260,6 +260,12 @@ def cmd_restore(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_diagnose(args: argparse.Namespace, settings: Settings) -> int:
+    from runner.diagnose import main as diagnose  # its parsers pull in requests and pyarrow: only when asked
+
+    return diagnose(args.file, as_json=args.json, lang=args.lang)
+
+
 def _gpu(text: str) -> tuple[str, int]:
     """``H200x8`` / ``8xH200`` → ("H200", 8)."""
     parts = text.lower().split("x")
@@ -316,6 +322,10 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     imp.add_argument("--dataset", help="the dataset used")
     imp.add_argument("--warmup", type=int, help="warmup requests used")
     imp.set_defaults(func=cmd_import)
+    diag = sub.add_parser("diagnose", help="what benchdeck reads from a server log, a /metrics text or /server_info")
+    diag.add_argument("file", help="a server log, a /metrics text or a /server_info JSON (told apart by content)")
+    diag.add_argument("--json", action="store_true", help="print one JSON object")
+    diag.set_defaults(func=cmd_diagnose)
     _add_ops_commands(sub)
     return parser
 

@@ -118,17 +118,36 @@ def server_info(server: EngineServer) -> dict[str, Any]:
     return {}
 
 
+_INFO_FACTS = ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "version",
+               "mem_fraction_static", "max_req_input_len", "status", "tp_size", "dp_size")
+
+
+def server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
+    """The facts a /server_info (or /get_server_info) answer gives; a null says nothing.
+
+    The top-level ``max_running_requests`` is the flag as given (null unless the user set
+    it); the limit the scheduler applies is ``internal_states[i].effective_max_running_requests_per_dp``
+    (one state per DP rank), the value SGLang's own start-up line prints."""
+    facts = {key: info[key] for key in _INFO_FACTS if info.get(key) is not None}
+    states = [state for state in info.get("internal_states") or [] if isinstance(state, dict)]
+    per_dp = [s["effective_max_running_requests_per_dp"] for s in states
+              if s.get("effective_max_running_requests_per_dp") is not None]
+    if per_dp:
+        facts["max_running_requests_per_dp"] = per_dp[0]
+        facts.setdefault("max_running_requests", per_dp[0])
+    memory = states[0].get("memory_usage") if states else None
+    if isinstance(memory, dict):
+        facts["memory_usage_gb"] = memory
+        if memory.get("token_capacity") is not None:
+            facts.setdefault("max_total_num_tokens", memory["token_capacity"])
+    return facts
+
+
 def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
     info = server_info(server)
     facts: dict[str, Any] = dict(startup_facts(tail(server.child.log_path, 400_000)))
     facts["seconds_to_ready"] = round(seconds_to_ready, 3)
-    for key in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "version",
-                "mem_fraction_static", "max_req_input_len"):
-        if key in info:
-            facts[key] = info[key]
-    states = info.get("internal_states") or []
-    if states and isinstance(states[0], dict) and "memory_usage" in states[0]:
-        facts["memory_usage_gb"] = states[0]["memory_usage"]
+    facts.update(server_info_facts(info))  # never a null over the log's value
     facts["emulated"] = bool(info.get("emulated") or info.get("benchdeck_emulator"))
     facts["server_info"] = info
     return facts

@@ -37,6 +37,9 @@ class FailureKind(StrEnum):
     RUNNER_LOST = "runner_lost"
     HOST_UNHEALTHY = "host_unhealthy"
     DISK_FULL = "disk_full"
+    # NCCL init or a collective failed (network, peer gone, interconnect): the same arguments
+    # may well succeed on a second try, unlike oom and bad_args.
+    NCCL = "nccl"
 
 
 # Failures that a second try cannot fix: the same arguments run out of memory again.
