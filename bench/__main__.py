@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
-from bench import compare_queries, db_lock, ray_dispatch, runner_gaps
+from bench import compare_queries, db_lock, prompt_duplicates, ray_dispatch, runner_gaps
 
-BENCHMARKS = {
+BENCHMARKS: dict[str, Callable[..., None]] = {
     "db_lock": db_lock.run,
     "runner_gaps": runner_gaps.run,
     "compare_queries": compare_queries.run,
     "ray_dispatch": ray_dispatch.run,
+    "prompt_duplicates": prompt_duplicates.run,
 }
 
 

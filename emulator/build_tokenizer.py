@@ -9,7 +9,7 @@ byte-identical files.  Running it again over an up-to-date directory changes not
 The directory holds what ``transformers.AutoTokenizer.from_pretrained(dir)`` needs to load
 a ``PreTrainedTokenizerFast``, which is also all that SGLang's bench_serving needs:
 
-- ``tokenizer.json``: the trained byte-level BPE (vocab ``VOCAB_SIZE``);
+- ``tokenizer.json``: the trained byte-level BPE, widened to ``VOCAB_SIZE`` ids;
 - ``tokenizer_config.json``: class, special tokens (bos/eos/pad), max length;
 - ``chat_template.jinja``: a ChatML template, as Qwen models use.
 
@@ -28,14 +28,19 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-VOCAB_SIZE = 4096
+TRAINED_VOCAB_SIZE = 4096  # what the BPE learns from the corpus below
+# The id range bench_serving's random-ids prompts are drawn from (``tokenizer.vocab_size``):
+# Qwen3's, so emulated runs draw the very prompts a real Qwen3 run draws, and a sweep up to
+# the prompt quota never runs out of distinct prompts.  Ids past the trained ones are
+# filler tokens that no text encodes to.
+VOCAB_SIZE = 151_643
 SEED = 20261129
 CORPUS_LINES = 6000
 BOS, EOS = "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [EOS, BOS, IM_START, IM_END]
 # Bumped when the corpus or trainer settings change, so a stale directory is rebuilt.
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 
 _ONSETS = ["", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
            "br", "ch", "cl", "dr", "gr", "pl", "sh", "st", "th", "tr"]
@@ -80,14 +85,23 @@ def train() -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
+        vocab_size=TRAINED_VOCAB_SIZE,
         min_frequency=2,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus(), trainer=trainer)
-    return tokenizer
+    return widen(tokenizer)
+
+
+def widen(tokenizer: Tokenizer) -> Tokenizer:
+    """The trained BPE with filler tokens up to ``VOCAB_SIZE`` (no merge reaches them)."""
+    data = json.loads(tokenizer.to_str())
+    vocab = data["model"]["vocab"]
+    for index in range(len(vocab), VOCAB_SIZE):
+        vocab[f"<|filler_{index}|>"] = index
+    return Tokenizer.from_str(json.dumps(data))
 
 
 def tokenizer_config() -> dict[str, object]:

@@ -69,6 +69,11 @@ class BadRequest(ValueError):
     pass
 
 
+class ContextTooLong(BadRequest):
+    """SGLang's tokenizer manager refuses the request (``_validate_one_request``): on a
+    streaming ``/generate`` that is an SSE error event after HTTP 200, not a 400."""
+
+
 STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
 
 
@@ -103,18 +108,19 @@ def _prompt_ids(tokens: TokenText, text: Any, input_ids: Any) -> list[int]:
 def _check_lengths(cfg: EmulatorConfig, prompt_len: int, max_new: int) -> None:
     if prompt_len == 0:
         raise BadRequest("The input is empty.")
+    # The tokenizer manager's two checks first (in its order), then the scheduler's.
     if prompt_len >= cfg.context_len:
-        raise BadRequest(f"The input ({prompt_len} tokens) is longer than the model's context length "
-                         f"({cfg.context_len} tokens).")
-    if prompt_len > cfg.max_req_input_len:
-        raise BadRequest(f"Input length ({prompt_len} tokens) exceeds the maximum allowed length "
-                         f"({cfg.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.")
+        raise ContextTooLong(f"The input ({prompt_len} tokens) is longer than the model's context length "
+                             f"({cfg.context_len} tokens).")
     if prompt_len + max_new > cfg.context_len:
-        raise BadRequest(
+        raise ContextTooLong(
             f"Requested token count exceeds the model's maximum context length of {cfg.context_len} tokens. "
             f"You requested a total of {prompt_len + max_new} tokens: {prompt_len} tokens from the input "
             f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
             "input messages or the completion to fit within the limit.")
+    if prompt_len > cfg.max_req_input_len:
+        raise BadRequest(f"Input length ({prompt_len} tokens) exceeds the maximum allowed length "
+                         f"({cfg.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.")
 
 
 def _gen_input(state: ServerState, prompt_ids: list[int], max_new: Any, ignore_eos: Any,
@@ -226,6 +232,10 @@ async def generate(request: web.Request) -> web.StreamResponse:
         params = body.get("sampling_params") or {}
         prompt = _prompt_ids(state.tokens, body.get("text"), body.get("input_ids"))
         gen = _gen_input(state, prompt, params.get("max_new_tokens", 128), params.get("ignore_eos"), body.get("rid"))
+    except ContextTooLong as exc:
+        if body.get("stream"):
+            return await _stream_refusal(request, exc)
+        return web.json_response({"error": {"message": str(exc)}}, status=400)
     except BadRequest as exc:
         return web.json_response({"error": {"message": str(exc)}}, status=400)
     if state.disaggregation_mode in ("prefill", "decode"):
@@ -235,6 +245,18 @@ async def generate(request: web.Request) -> web.StreamResponse:
         req = await _collect(state, gen, out)
         return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
     return await _stream_generate(request, state, gen, out)
+
+
+async def _stream_refusal(request: web.Request, exc: ContextTooLong) -> web.StreamResponse:
+    """As SGLang's ``/generate`` streams a ValueError from the tokenizer manager
+    (http_server ``stream_results``): 200, one ``data: {"error": …}`` event, ``[DONE]``."""
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(request)
+    await response.write(_sse({"error": {"message": str(exc), "type": "invalid_request_error", "code": 400,
+                                         "retryable": False}}))
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
 
 
 async def _disaggregated(request: web.Request, state: ServerState, body: dict[str, Any],

@@ -23,13 +23,24 @@ NATURAL_EOS_MEAN = 256
 
 
 def ensure_tokenizer(directory: Path) -> bool:
-    """Build the local tokenizer if it is missing; True when it had to be built."""
-    if (directory / "tokenizer.json").is_file():
+    """Build the local tokenizer if it is missing, or if benchdeck built it with an older
+    recipe (its ``benchdeck_build_version``); True when it had to be built.  A tokenizer
+    directory benchdeck did not build is never touched."""
+    if (directory / "tokenizer.json").is_file() and not _stale_build(directory):
         return False
     from emulator.build_tokenizer import build  # trains a BPE: only when the directory is empty
 
     build(directory)
     return True
+
+
+def _stale_build(directory: Path) -> bool:
+    from emulator.build_tokenizer import BUILD_VERSION
+
+    config_path = directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    built = config.get("benchdeck_build_version")
+    return isinstance(built, int) and built < BUILD_VERSION
 
 
 class TokenText:

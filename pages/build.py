@@ -19,7 +19,7 @@ from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.flags.policy import DEFAULT_POLICY_PATH
 from domain.flags.schema import known_versions, load_schema, version_key
-from domain.plan.checks import check_plan, role_checks, schema_version_for
+from domain.plan.checks import check_plan, context_length_errors, role_checks, schema_version_for
 from domain.plan.command import command_preview
 from domain.plan.estimate import plan_seconds
 from domain.plan.flag_report import ConfigCheck
@@ -159,6 +159,8 @@ def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | N
     assert config is not None  # noqa: S101 - check_plan always sets it
     roles = role_checks(plan, settings, host_version) if plan.topology.kind != "aggregated" else []
     _flag_issues(config, roles)
+    for error in context_length_errors(plan, lang):  # ISL + OSL past the context: every such request is refused
+        st.error(error)
     _risk_badges(config)
     _memory_fits(config, roles)
     _commands(plan, host_version)

@@ -8,6 +8,7 @@ cannot be driven in-process.  Both take the same argv and produce the same JSONL
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tokenizers import Tokenizer
 
 from domain.plan.run_plan import Point, RunPlan
 from runner.process import Child, start_child, stop_group
@@ -31,6 +34,67 @@ class BenchError(RuntimeError):
 
 class BenchCancelled(RuntimeError):
     pass
+
+
+class TokenizerUnavailable(BenchError):
+    """The served model's tokenizer is not on this host (nothing is downloaded)."""
+
+
+# What a tokenizer directory may hold; any one of the loadable ones makes it usable.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt",
+                   "special_tokens_map.json", "added_tokens.json", "chat_template.jinja")
+LOADABLE_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+@dataclass(frozen=True)
+class BenchTokenizer:
+    """The tokenizer the bench client counts and draws prompts with, as a point records it."""
+
+    path: Path
+    source: str  # "toy" (emulated runs), "tokenizer-path" or "model-path" (the served model's)
+    vocab_size: int | None  # without added tokens: the id range random-ids draws from
+    sha256: str  # short hash of the tokenizer files' contents
+
+    def condition(self) -> dict[str, Any]:
+        return {"path": str(self.path), "source": self.source, "vocab_size": self.vocab_size,
+                "sha256": self.sha256}
+
+
+def bench_tokenizer(plan: RunPlan, toy_dir: Path) -> BenchTokenizer:
+    """The toy tokenizer for emulated runs (the emulator serves with it too); for a real
+    engine the served model's own: ``tokenizer-path`` from the plan's flags when set (the
+    server uses it), else the ``--model-path`` directory.  Offline only: a hub id or a
+    directory without tokenizer files raises :class:`TokenizerUnavailable`."""
+    if plan.engine == "emulator":
+        return describe_tokenizer(toy_dir, "toy")
+    flag = "tokenizer-path" if plan.server_args.get("tokenizer-path") else "model-path"
+    where = str(plan.server_args.get("tokenizer-path") or plan.model)
+    directory = Path(where)
+    if not (directory.is_absolute() and any((directory / name).is_file() for name in LOADABLE_FILES)):
+        raise TokenizerUnavailable(
+            f"the bench client needs the served model's tokenizer on this host: {flag} {where!r} is not a local "
+            f"directory with {', '.join(LOADABLE_FILES[:-1])} or {LOADABLE_FILES[-1]}. Give the model as a local "
+            "directory or set tokenizer-path in server_args (nothing is downloaded, and the toy tokenizer would "
+            "count and draw prompts wrongly for a real model)")
+    return describe_tokenizer(directory, flag)
+
+
+def describe_tokenizer(directory: Path, source: str) -> BenchTokenizer:
+    digest = hashlib.sha256()
+    for name in TOKENIZER_FILES:
+        path = directory / name
+        if path.is_file():
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    return BenchTokenizer(directory, source, _vocab_size(directory), digest.hexdigest()[:12])
+
+
+def _vocab_size(directory: Path) -> int | None:
+    """``tokenizer.vocab_size`` as bench_serving reads it (added tokens left out), from
+    tokenizer.json; None for a directory without one (a SentencePiece model)."""
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return None
+    return int(Tokenizer.from_file(str(path)).get_vocab_size(with_added_tokens=False))
 
 
 def bench_env(tokenizer_dir: Path) -> dict[str, str]:
@@ -87,6 +151,9 @@ class PointOutcome:
     started_at: float
     finished_at: float
     phases: dict[str, float] = field(default_factory=dict)  # warmup_start, flush_start, measure_start, done
+    # What the warm driver corrected (moved random-ids starts, empty completions failed);
+    # None where nothing could check (the one-process-per-point fallback).
+    checks: dict[str, Any] | None = None
 
 
 @dataclass
@@ -102,6 +169,7 @@ class WarmBenchClient:
     known_flags: set[str] = field(default_factory=set)
     mode: str = "warm"
     wrap_argv: Callable[[list[str]], list[str]] | None = None  # e.g. runner.lifeline.wrap on a Ray node
+    tokenizer: BenchTokenizer | None = None  # set by the attempt: what every point's prompts use
 
     def start(self, *, timeout_s: float = 180) -> None:
         argv = [str(self.python), str(DRIVER)]
@@ -146,7 +214,7 @@ class WarmBenchClient:
             phases[name] = float(event.get("t") or time.time())
             if name == "done":
                 return PointOutcome(bool(event.get("ok")), event.get("error"), phases.get("measure_start"), started,
-                                    phases["done"], phases)
+                                    phases["done"], phases, checks=dict(event.get("checks") or {}))
 
     def close(self, grace_s: float = 5) -> None:
         if self.child is not None:
@@ -176,6 +244,7 @@ class OneShotBenchClient:
     # attempt and reaped if the runner dies mid-point (as the warm client's is).
     on_start: Callable[[Child], None] | None = None
     wrap_argv: Callable[[list[str]], list[str]] | None = None  # e.g. runner.lifeline.wrap on a Ray node
+    tokenizer: BenchTokenizer | None = None  # set by the attempt: what every point's prompts use
 
     def start(self, *, timeout_s: float = 180) -> None:
         self.known_flags = _help_flags(self.python, self.module, self.env, timeout_s)
@@ -223,3 +292,12 @@ def _help_flags(python: Path, module: str, env: dict[str, str], timeout_s: float
 
 
 BenchClient = WarmBenchClient | OneShotBenchClient
+
+
+def client_conditions(client: BenchClient | None, outcome: PointOutcome) -> dict[str, Any]:
+    """What a point records about its prompts: the tokenizer (path, vocab size, hash) and
+    what the warm driver corrected.  ``request_checks`` None: nothing checked them (the
+    one-process-per-point fallback leaves empty completions counted as successes)."""
+    tokenizer = client.tokenizer if client is not None else None
+    return {"tokenizer": tokenizer.condition() if tokenizer is not None else None,
+            "request_checks": outcome.checks}

@@ -16,7 +16,10 @@ from domain.core.settings import Settings
 from domain.flags.policy import load_policy
 from domain.flags.schema import newest_version
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
+from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
+
+QWEN3_2507_CONTEXT = 262_144
 
 
 @dataclass
@@ -78,4 +81,38 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
         report.warnings.append(config.memory.text(lang))
     if plan.engine == "sglang" and settings.sglang_python is None:
         report.warnings.append(t("check.no_sglang_here", lang))
+    context_errors = context_length_errors(plan, lang)
+    report.errors += context_errors
+    report.detail += "".join(f"\n{error}" for error in context_errors)  # the flag report does not carry them
     return report
+
+
+def context_length(plan: RunPlan) -> tuple[int, str] | None:
+    """The context length the server will enforce and where it comes from: the plan's
+    ``context-length`` flag, else the preset model's ``max_position_embeddings`` (what
+    SGLang defaults to); None for a model benchdeck does not know."""
+    flag = plan.server_args.get("context-length")
+    if isinstance(flag, int) and not isinstance(flag, bool) and flag > 0:
+        return flag, "--context-length"
+    preset = model_preset_for(plan.model)
+    if preset is None:
+        return None
+    if "-2507" in plan.model:  # the 2507 releases share the shape, not the context (their model cards)
+        return QWEN3_2507_CONTEXT, plan.model.rstrip("/").rsplit("/", 1)[-1]
+    return preset.max_position_embeddings, preset.hf_id
+
+
+def context_length_errors(plan: RunPlan, lang: str) -> list[str]:
+    """A scenario whose longest request does not fit the context: the server refuses
+    each such request (SGLang checks input >= context and input + output > context), so
+    the point would measure refusals.  Random lengths never exceed the scenario's."""
+    known = context_length(plan)
+    if known is None:
+        return []
+    limit, source = known
+    return [
+        t("check.context_too_long", lang, scenario=s.name, input_len=s.input_len, output_len=s.output_len,
+          total=s.input_len + s.output_len, context=limit, source=source)
+        for s in plan.benchmark.scenarios
+        if s.input_len >= limit or s.input_len + s.output_len > limit
+    ]

@@ -13,7 +13,8 @@ original stdout (everything the client prints goes to stderr instead):
 ``{"event": "ready", "module", "version", "flags": [the client's option strings]}``, then per request
 ``warmup_start``, ``flush_start`` and ``measure_start`` events (``{"event", "id", "t"}``,
 t = wall clock) as the point moves through its phases, and ``{"event": "done", "id", "ok",
-"error", "t"}``.
+"error", "t", "checks"}``; ``checks`` counts what this driver corrected in the point (see
+``_distinct_random_ids`` and ``_fail_empty_completions``).
 Exit code 3 with ``{"event": "unsupported", "error"}`` means this client version cannot
 be driven in-process; the runner then falls back to one process per point.
 """
@@ -21,7 +22,9 @@ be driven in-process; the runner then falls back to one process per point.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -95,6 +98,93 @@ def _hook_phases(module: Any, channel: Any, current: dict[str, str]) -> None:
         module.benchmark = mark_then_benchmark
 
 
+def distinct_starts(starts: list[int], vocab_size: int) -> tuple[list[int], int]:
+    """Each random-ids prompt is the run of ids ``start, start+1, …`` (mod the vocab), so
+    two prompts with one start are one prompt to a prefix cache.  A repeated start moves
+    to the next unused id; the first use of each start keeps its place.  Returns the new
+    starts and how many moved (none can move once every id is taken)."""
+    used: set[int] = set()
+    moved, out = 0, []
+    for start in starts:
+        new = start
+        while new in used and len(used) < vocab_size:
+            new = (new + 1) % vocab_size
+        moved += new != start
+        used.add(new)
+        out.append(new)
+    return out, moved
+
+
+def _distinct_random_ids(channel_checks: dict[str, Any]) -> None:
+    """Wrap bench_serving's random-ids generator (``sample_random_requests`` with
+    ``random_sample=False``): its offsets are drawn independently, so prompts repeat (with
+    seed 42, 11 of 1,280 at a 151,643-id vocab, 171 at 4,096: bench/prompt_duplicates.py).  The client's own rows are
+    kept, each repeat re-drawn from a distinct start, exactly as the client builds a row."""
+    try:
+        datasets = importlib.import_module("sglang.benchmark.datasets.random")
+    except ImportError:
+        return  # older clients: prompts are left as the client draws them (not counted)
+    original = datasets.sample_random_requests
+    signature = inspect.signature(original)
+
+    def distinct(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        params = bound.arguments
+        if params["random_sample"]:
+            return original(*args, **kwargs)
+        return_text, tokenizer = params["return_text"], params["tokenizer"]
+        params["return_text"] = False  # ids first; decoded below exactly as the client would
+        rows = original(**params)
+        vocab = int(tokenizer.vocab_size)
+        special = int(tokenizer.num_special_tokens_to_add()) if return_text else 0
+        starts, moved = distinct_starts([int(row.prompt[0]) if row.prompt else 0 for row in rows], vocab)
+        channel_checks.update(prompt_starts_moved=moved, vocab_size=vocab, prompts=len(rows))
+        return [_row_from(row, start, vocab, special, tokenizer if return_text else None)
+                for row, start in zip(rows, starts, strict=True)]
+
+    setattr(datasets, "sample_random_requests", distinct)  # noqa: B010 - a module the type checker cannot see
+
+
+def _row_from(row: Any, start: int, vocab: int, special: int, tokenizer: Any) -> Any:
+    """The client's row with its ids re-drawn from ``start``; with text prompts, shortened
+    by the special tokens the server adds and decoded (what the client does itself)."""
+    length = max(1, row.prompt_len - special)
+    ids = [(start + j) % vocab for j in range(length)]
+    prompt: Any = tokenizer.decode(ids) if tokenizer is not None else ids
+    lengths = {name: length for name in ("prompt_len", "text_prompt_len")
+               if name in {f.name for f in dataclasses.fields(row)}}
+    return dataclasses.replace(row, prompt=prompt, **lengths)
+
+
+EMPTY_COMPLETION = ("no text streamed: the server answered 200 without output (real SGLang streams "
+                    "a refusal, e.g. an input longer than the context, as an SSE error event)")
+
+
+def _fail_empty_completions(module: Any, channel_checks: dict[str, Any]) -> None:
+    """bench_serving counts a streamed answer with no text as a success with TTFT 0 and the
+    requested output length (what real SGLang's SSE error for an over-long input gives).
+    An errored or empty completion is a failed request here, before the client's metrics
+    are computed, so completed, throughput and latencies leave it out."""
+    funcs = getattr(module, "ASYNC_REQUEST_FUNCS", None)
+    if not isinstance(funcs, dict):
+        return
+
+    def checked(func: Any) -> Any:
+        async def request(*args: Any, **kwargs: Any) -> Any:
+            output = await func(*args, **kwargs)
+            if getattr(output, "success", False) and not getattr(output, "generated_text", ""):
+                output.success, output.error = False, EMPTY_COMPLETION
+                # Warmup requests included: the record's completed/requested has the measured ones.
+                channel_checks["empty_completions"] = channel_checks.get("empty_completions", 0) + 1
+            return output
+
+        return request
+
+    for backend, func in list(funcs.items()):
+        funcs[backend] = checked(func)
+
+
 def _run_one(module: Any, parser: argparse.ArgumentParser, argv: list[str]) -> None:
     args = parser.parse_args(argv)
     validate = getattr(module, "_validate_parsed_gsp_args", None)
@@ -114,20 +204,24 @@ def main() -> int:
         return EXIT_UNSUPPORTED
     version = getattr(importlib.import_module("sglang"), "__version__", None)
     current: dict[str, str] = {}
+    checks: dict[str, Any] = {}  # per point: what the two wrappers below corrected
     _hook_phases(module, channel, current)
+    _distinct_random_ids(checks)
+    _fail_empty_completions(module, checks)
     flags = sorted(option for action in parser._actions for option in action.option_strings)
     _emit(channel, event="ready", module=module.__name__, version=version, flags=flags)
     for line in sys.stdin:
         request = json.loads(line)
         current["id"] = request["id"]
+        checks.clear()
         try:
             _run_one(module, parser, request["argv"])
         except BaseException as exc:  # SystemExit from parser.error too: report, keep serving
             traceback.print_exc()
             _emit(channel, event="done", id=request["id"], ok=False, error=f"{type(exc).__name__}: {exc}",
-                  t=time.time())
+                  t=time.time(), checks=dict(checks))
         else:
-            _emit(channel, event="done", id=request["id"], ok=True, error=None, t=time.time())
+            _emit(channel, event="done", id=request["id"], ok=True, error=None, t=time.time(), checks=dict(checks))
     return 0
 
 
