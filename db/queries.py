@@ -151,6 +151,11 @@ RETURNING id
 
 ATTEMPT_PGIDS = "SELECT pgids FROM attempts WHERE id = ?"
 
+# The process groups of a runner's attempts still under way: its own GPU users, not foreign ones.
+LIVE_PGIDS_OF_RUNNER = """
+SELECT pgids FROM attempts WHERE runner_id = ? AND status IN ('claimed', 'starting', 'benchmarking')
+"""
+
 RECORD_STARTUP = """
 UPDATE attempts SET server_argv = ?, startup_facts = ?, host_info = ?, bench_client = ?, telemetry_dir = ?
 WHERE id = ? AND runner_id = ? AND status IN ('claimed', 'starting', 'benchmarking')

@@ -336,6 +336,12 @@ class Store:
             groups.append({"pgid": group.pgid, "started_at": group.started_at, "role": group.role})
             return bool(con.execute(q.RECORD_CHILDREN, [json.dumps(groups), attempt_id, runner_id]).fetchall())
 
+    def live_process_groups(self, runner_id: str) -> list[ProcessGroup]:
+        """The process groups recorded by this runner's attempts that have not ended."""
+        with self._read() as con:
+            rows = con.execute(q.LIVE_PGIDS_OF_RUNNER, [runner_id]).fetchall()
+        return [group for (pgids,) in rows for group in _groups(pgids)]
+
     def record_startup(
         self, attempt_id: int, runner_id: str, *, server_argv: list[str], startup_facts: dict[str, Any],
         host_info: dict[str, Any], bench_client: dict[str, Any], telemetry_dir: str,

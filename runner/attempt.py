@@ -27,6 +27,7 @@ from domain.flags.policy import Policy
 from domain.flags.validate import validate_server_args
 from domain.plan.checks import schema_version_for
 from domain.plan.run_plan import Point, RunPlan, configuration_id, point_conditions
+from domain.plan.topology import layout
 from domain.results.bench_record import BadRecord, json_safe, last_record, metrics_from_record
 from runner import host, server_process
 from runner import topology as topo
@@ -35,14 +36,26 @@ from runner.bench_client import (
     BenchError,
     OneShotBenchClient,
     PointOutcome,
+    TokenizerUnavailable,
     WarmBenchClient,
     bench_env,
+    bench_tokenizer,
     build_bench_argv,
+    client_conditions,
 )
 from runner.lease import StopState
 from runner.lifeline import wrap
 from runner.server_log import LogRotation
-from runner.telemetry import NvmlReader, Sample, Sampler, read_server_metrics, summarise, write_parquet
+from runner.telemetry import (
+    GpuScopeError,
+    GpuSet,
+    NvmlReader,
+    Sample,
+    Sampler,
+    read_server_metrics,
+    summarise,
+    write_parquet,
+)
 
 GPU_MEMORY_TOLERANCE_GB = 1.0
 
@@ -60,12 +73,19 @@ class AttemptWriter(Protocol):
     def cancel_requested(self) -> bool: ...
 
 
+def _no_groups() -> set[int]:
+    return set()
+
+
 @dataclass
 class HostState:
-    """What an attempt tells the host it runs on: a port left taken, a reason to stop claiming."""
+    """What an attempt tells the host it runs on (a port left taken, a reason to stop
+    claiming) and asks it: the process groups of the runner's other runs, which the GPU
+    guard does not count as foreign (none on a Ray node, where each task has its own GPUs)."""
 
     mark_unhealthy: Callable[[str], None]
     stuck_port: Callable[[int], None]
+    own_groups: Callable[[], set[int]] = _no_groups
 
 
 @dataclass
@@ -84,7 +104,8 @@ class AttemptContext:
     client: BenchClient | None = None
     points_done: int = 0
     engine_version: str | None = None  # the SGLang version launched (its flag schema, for the emulator)
-    baseline_gpu_gb: float | None = None  # GPU memory in use before launch; teardown must get back to it
+    gpus: GpuSet = None  # the run's GPUs as NVML UUIDs (None: every GPU; no NVML, or an emulated run's pretend GPUs)
+    baseline_gpu_gb: dict[str, float] | None = None  # GB in use per GPU of the run before launch; teardown gets back
     # A cancel that came from the runner stopping (not the user) sends the run back to the queue.
     stopped_by_runner: bool = False
     # On a Ray node the kernel kills servers and clients with the worker process.
@@ -133,13 +154,14 @@ class AttemptExecution:
         version = schema_version_for(plan, self.sglang_version)
         ctx.engine_version = version
         self._validate_at_the_edge(plan, version)
+        ctx.gpus = self._run_gpus()
         self._guard_gpus()
         if ctx.writer.cancel_requested():
             ctx.cancel.set()  # cancelled between the claim and the launch: nothing was started
             raise server_process.AttemptCancelled("cancelled before launch")
         ctx.move(AttemptStatus.STARTING)
         ctx.attempt_dir.mkdir(parents=True, exist_ok=True)
-        ctx.baseline_gpu_gb = host.gpu_memory_used_gb(self.nvml)
+        ctx.baseline_gpu_gb = host.gpu_memory_by_gpu(self.nvml, ctx.gpus)
         ctx.server = topo.Deployment(plan.topology.kind)
         launcher = topo.Launcher(
             plan=plan, version=version, sglang_python=str(settings.sglang_python or ""),
@@ -161,7 +183,7 @@ class AttemptExecution:
         facts = self._startup_facts(ctx.server, ready)
         ctx.client = self._start_client()
         ctx.writer.record_startup(
-            server_argv=ctx.server.workers[0].server.argv, startup_facts=facts, host_info=self.host_info,
+            server_argv=ctx.server.workers[0].server.argv, startup_facts=facts, host_info=self._attempt_host_info(),
             bench_client={"module": ctx.client.module, "version": ctx.client.version, "mode": ctx.client.mode,
                           "python": str(settings.bench_python)},
             telemetry_dir=str(ctx.attempt_dir / "telemetry"),
@@ -230,10 +252,33 @@ class AttemptExecution:
                 raise server_process.AttemptFailure(FailureKind.BAD_ARGS,
                                             f"{prefix}flags rejected for SGLang {version}: {details}")
 
+    def _run_gpus(self) -> GpuSet:
+        """The UUIDs of the GPUs the topology's servers use (host.run_gpus).  An emulated run
+        holds no real GPU: where the host lacks the GPUs its plan pretends to, it is
+        measured across the host, as before scoping."""
+        plan = self.ctx.plan
+        ids = [i for slot in layout(plan.topology, plan.server_args, plan.gpu.count) for i in slot.gpu_ids]
+        try:
+            return host.run_gpus(self.nvml, ids, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        except GpuScopeError as exc:
+            if plan.engine == "emulator":
+                return None
+            raise server_process.AttemptFailure(
+                FailureKind.HOST_UNHEALTHY, f"the run's GPUs: {exc}",
+                "the plan asks for GPUs this runner was not given (CUDA_VISIBLE_DEVICES, BENCHDECK_RUNNER_GPU_COUNT)",
+            ) from exc
+
+    def _attempt_host_info(self) -> dict[str, Any]:
+        """The host's facts, plus the run's own GPUs as NVML measures them."""
+        if self.nvml is None:
+            return self.host_info
+        return {**self.host_info, "run_gpus": host.gpu_hardware(self.nvml, self.ctx.gpus)}
+
     def _guard_gpus(self) -> None:
-        """Checked before the claim already (pre-flight); again here for a process that
-        appeared in between."""
-        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
+        """Checked before the claim already (pre-flight); again here, on the run's GPUs only,
+        for a process that appeared in between."""
+        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb,
+                                             gpus=self.ctx.gpus, own_groups=self.host_state.own_groups())
         if foreign:
             reason = foreign_reason(self.nvml, foreign)
             self.host_state.mark_unhealthy(reason)
@@ -244,12 +289,16 @@ class AttemptExecution:
         """A warm client for the sweep; one process per point where the client's version
         cannot be driven in-process (or where BENCHDECK_BENCH_MODE asks for it)."""
         ctx, settings = self.ctx, self.settings
-        env = bench_env(settings.tokenizer_dir)
+        try:
+            tokenizer = bench_tokenizer(ctx.plan, settings.tokenizer_dir)
+        except TokenizerUnavailable as exc:  # the same plan fails the same way again: never retried
+            raise server_process.AttemptFailure(FailureKind.BAD_ARGS, str(exc)) from exc
+        env = bench_env(tokenizer.path)
         log_path = ctx.attempt_dir / "bench.log"
         wrap_argv = wrap if ctx.die_with_parent else None
         client: BenchClient
         if settings.bench_mode != "per-point":
-            client = WarmBenchClient(settings.bench_python, log_path, env, wrap_argv=wrap_argv)
+            client = WarmBenchClient(settings.bench_python, log_path, env, wrap_argv=wrap_argv, tokenizer=tokenizer)
             try:
                 client.start()
                 return client
@@ -263,7 +312,7 @@ class AttemptExecution:
                 if client.child is not None:
                     self._record_bench(client.child)
         client = OneShotBenchClient(settings.bench_python, log_path, env, on_start=self._record_bench,
-                                    wrap_argv=wrap_argv)
+                                    wrap_argv=wrap_argv, tokenizer=tokenizer)
         try:
             client.start()
         except BenchError as exc:
@@ -279,7 +328,8 @@ class AttemptExecution:
         ctx.writer.set_current_point(point.key)
         output = ctx.attempt_dir / "records" / f"{point.key.replace('/', '_')}.jsonl"
         output.parent.mkdir(parents=True, exist_ok=True)
-        argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=self.settings.tokenizer_dir,
+        tokenizer = ctx.client.tokenizer.path if ctx.client.tokenizer else self.settings.tokenizer_dir
+        argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=tokenizer,
                                 output_file=output, known_flags=ctx.client.known_flags)
         samplers = self._start_samplers(ctx.server)
         started = utcnow()
@@ -322,8 +372,7 @@ class AttemptExecution:
             source = "server" if deployment.kind == "aggregated" else f"server:{name}"
             samplers.append(Sampler(_server_reader(url, source), hz=self.settings.telemetry_hz))
         if self.nvml is not None:
-            nvml: NvmlReader = self.nvml
-            samplers.append(Sampler(nvml.read, hz=self.settings.telemetry_hz))
+            samplers.append(Sampler(self.nvml.reader(self.ctx.gpus), hz=self.settings.telemetry_hz))
         for sampler in samplers:
             sampler.start()
         return samplers
@@ -343,7 +392,8 @@ class AttemptExecution:
                           bench_version=ctx.client.version if ctx.client else None,
                           bench_module=ctx.client.module if ctx.client else None,
                           engine=ctx.plan.engine, emulated=ctx.plan.engine == "emulator",
-                          warmup_excluded_from_telemetry=measure_started is not None)
+                          warmup_excluded_from_telemetry=measure_started is not None,
+                          **client_conditions(ctx.client, result))
         ctx.writer.insert_point(
             scenario=point.scenario.name, concurrency=point.concurrency, repeat_idx=point.repeat_idx,
             conditions=conditions, started_at=started, finished_at=finished, metrics=metrics,
@@ -361,11 +411,18 @@ class AttemptExecution:
             for port in ctx.server.stop(grace):
                 self.host_state.stuck_port(port)
                 self.host_state.mark_unhealthy(f"port {port} still taken after teardown")
-            baseline = ctx.baseline_gpu_gb
-            now_gb = host.gpu_memory_used_gb(self.nvml)
-            if baseline is not None and now_gb is not None and now_gb > baseline + GPU_MEMORY_TOLERANCE_GB:
-                self.host_state.mark_unhealthy(
-                    f"GPU memory {now_gb:.1f} GB after teardown, baseline {baseline:.1f} GB")
+            self._check_gpu_memory()
+
+    def _check_gpu_memory(self) -> None:
+        """Each of the run's GPUs back to what was in use before launch; other GPUs are other runs'."""
+        baseline = self.ctx.baseline_gpu_gb
+        now = host.gpu_memory_by_gpu(self.nvml, self.ctx.gpus)
+        if baseline is None or now is None:
+            return
+        held = [f"{uuid} {gb:.1f} GB, baseline {baseline[uuid]:.1f} GB" for uuid, gb in now.items()
+                if uuid in baseline and gb > baseline[uuid] + GPU_MEMORY_TOLERANCE_GB]
+        if held:
+            self.host_state.mark_unhealthy(f"GPU memory after teardown: {'; '.join(held)}")
 
 
 def _server_reader(url: str, source: str) -> Callable[[float], list[Sample]]:
@@ -379,7 +436,14 @@ def _server_reader(url: str, source: str) -> Callable[[float], list[Sample]]:
 
 
 def foreign_reason(nvml: NvmlReader | None, foreign: list[tuple[int, int, float]]) -> str:
-    found = ", ".join(f"GPU{g} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
+    found = ", ".join(f"GPU{g}{_uuid_of(nvml, g)} pid {p or '?'} ({gb:.1f} GB)" for g, p, gb in foreign)
     source = host.gpu_guard_source(nvml)
     label = f" [SIMULATED via {host.SIMULATED_GPU_USERS_ENV}]" if source == "simulated" else ""
     return f"foreign process on the GPUs: {found}{label}"
+
+
+def _uuid_of(nvml: NvmlReader | None, index: int) -> str:
+    """The GPU's UUID, bracketed, to follow its NVML index in a message (indexes alone are ambiguous)."""
+    if nvml is None or index >= len(nvml.uuids):
+        return ""
+    return f" ({nvml.uuids[index]})"

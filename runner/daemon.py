@@ -15,8 +15,9 @@ Shape (after rq and procrastinate):
   a fence: the attempt stops writing at once (runner/lease.py).
 - First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
   cold stop (kill the children now, requeue the run).  Either way nothing is left running.
-- Before each claim a pre-flight check (foreign GPU users, disk space under the work
-  directory, a free engine port, a port left taken by a teardown, a readable flag policy)
+- Before each claim a pre-flight check (a GPU type NVML contradicts, foreign GPU users on
+  this runner's GPUs, disk space under the work directory, a free engine port, a port left
+  taken by a teardown, a readable flag policy)
   decides whether this host may claim at all; a failing check flags the host unhealthy in
   the runners table and the run stays queued.  The host recovers by itself once the check
   passes again.
@@ -31,6 +32,7 @@ import errno
 import hashlib
 import json
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -48,7 +50,7 @@ from runner.attempt import AttemptContext, AttemptExecution, HostState, foreign_
 from runner.bench_client import BenchCancelled
 from runner.lease import Fenced, Heartbeat, StopState, StoreWriter
 from runner.process import kill_recorded_group, pick_free_port, port_is_free
-from runner.telemetry import open_nvml
+from runner.telemetry import GpuScopeError, open_nvml
 
 log = logging.getLogger("benchdeck.runner")
 # Exit code of ``work``/``serve`` when the database cannot be opened (a WAL that will not replay).
@@ -98,7 +100,8 @@ class Runner:
             self.store.audit(self.caps.runner_id, "wal_recovered", None,
                              {"db": str(self.store.db_path), "kept_copy": str(kept)})
         self._policy_sha256 = self._policy_digest()
-        info = host.host_info(self.nvml, self.nvml_reason)
+        info = host.host_info(self.nvml, self.nvml_reason, declared_type=self.caps.gpu_type,
+                              declared_count=self.caps.gpu_count)
         self.host_info = info
         self.store.register_runner(
             self.caps.runner_id, host=info["hostname"], gpu_type=self.caps.gpu_type, gpu_count=self.caps.gpu_count,
@@ -194,9 +197,9 @@ class Runner:
             if not port_is_free(self._stuck_port):
                 return f"port {self._stuck_port} still taken after a teardown (a stale server?)"
             self._stuck_port = None
-        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb)
-        if foreign:
-            return foreign_reason(self.nvml, foreign)
+        gpus = self._gpu_problem()
+        if gpus is not None:
+            return gpus
         full = host.disk_full(self.settings.work_dir)
         if full is not None:
             return f"disk full: {full}"
@@ -205,6 +208,25 @@ class Runner:
         except RuntimeError as exc:
             return f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)"
         return self._policy_problem()
+
+    def _gpu_problem(self) -> str | None:
+        """Why this runner's GPUs may not take a run now: NVML names another GPU type than
+        the setting declares, or a foreign process is on them (this runner's own runs'
+        process groups are not foreign)."""
+        try:
+            gpus = host.runner_gpus(self.nvml, os.environ.get("CUDA_VISIBLE_DEVICES"), self.caps.gpu_count)
+        except GpuScopeError as exc:
+            return f"the runner's GPUs (CUDA_VISIBLE_DEVICES): {exc}"
+        mismatch = host.gpu_type_mismatch(self.nvml, self.caps.gpu_type, gpus)
+        if mismatch is not None:
+            return mismatch
+        foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb,
+                                             gpus=gpus, own_groups=self._own_groups())
+        return foreign_reason(self.nvml, foreign) if foreign else None
+
+    def _own_groups(self) -> set[int]:
+        """The process groups of this runner's attempts still under way (recorded in the DB)."""
+        return {group.pgid for group in self.store.live_process_groups(self.caps.runner_id)}
 
     def _mark_unhealthy(self, reason: str) -> None:
         self.healthy, self.unhealthy_reason = False, reason
@@ -256,7 +278,8 @@ class Runner:
     def new_execution(self, ctx: AttemptContext) -> AttemptExecution:
         return AttemptExecution(ctx, self.nvml, self.nvml_reason, self.host_info, self.sglang_version,
                                 self._edge_policy(), self._policy_sha256,
-                                HostState(mark_unhealthy=self._mark_unhealthy, stuck_port=self._set_stuck_port))
+                                HostState(mark_unhealthy=self._mark_unhealthy, stuck_port=self._set_stuck_port,
+                                          own_groups=self._own_groups))
 
     def _set_stuck_port(self, port: int) -> None:
         self._stuck_port = port

@@ -1,5 +1,9 @@
 """Facts about the runner host, recorded with every attempt ("same network" is one of the
-seeds' conditions), and the GPU guard: a foreign process on the GPUs blocks a start."""
+seeds' conditions), and the GPU guard: a foreign process on the GPUs blocks a start.
+
+GPUs are named by NVML UUID: a run's GPUs (``run_gpus``) are the CUDA_VISIBLE_DEVICES
+entries its servers get, resolved through NVML, so the guard, the teardown check and the
+telemetry cover exactly those GPUs, and runs on disjoint GPUs of one host stay apart."""
 
 from __future__ import annotations
 
@@ -11,27 +15,82 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from runner.telemetry import NvmlReader
+from runner.telemetry import GpuScopeError, GpuSet, NvmlReader
+from runner.topology import visible_devices
 
 
-def gpu_facts(nvml: NvmlReader | None, unavailable_reason: str | None) -> dict[str, Any]:
+def gpu_facts(nvml: NvmlReader | None, unavailable_reason: str | None, *, declared_type: str | None = None,
+              declared_count: int | None = None) -> dict[str, Any]:
+    """The GPUs as NVML measures them (``source`` measured); without NVML, what the
+    settings declare (``source`` declared).  The declared type and count are kept either way."""
+    declared = {"type": declared_type, "count": declared_count}
     if nvml is None:
-        return {"available": False, "reason": unavailable_reason}
+        return {"available": False, "reason": unavailable_reason, "source": "declared", "declared": declared}
+    return {"available": True, "source": "measured", **gpu_hardware(nvml), "declared": declared}
+
+
+def gpu_hardware(nvml: NvmlReader, gpus: GpuSet = None) -> dict[str, Any]:
+    """Driver, CUDA driver version, and name, UUID and memory of each of ``gpus`` (all for None)."""
     nv = nvml.nvml
-    return {
-        "available": True,
-        "driver": nv.nvmlSystemGetDriverVersion(),
-        "cuda": nv.nvmlSystemGetCudaDriverVersion_v2(),
-        "gpus": [
-            {"index": i, "name": nv.nvmlDeviceGetName(h), "memory_gb": nv.nvmlDeviceGetMemoryInfo(h).total / 1e9}
-            for i, h in enumerate(nvml.handles)
-        ],
-    }
+    listed = [
+        {"index": i, "uuid": nvml.uuids[i], "name": str(nv.nvmlDeviceGetName(nvml.handles[i])),
+         "memory_gb": nv.nvmlDeviceGetMemoryInfo(nvml.handles[i]).total / 1e9}
+        for i in nvml.indexes(gpus)
+    ]
+    return {"driver": nv.nvmlSystemGetDriverVersion(), "cuda": nv.nvmlSystemGetCudaDriverVersion_v2(),
+            "count": len(listed), "gpus": listed}
+
+
+def gpu_type_mismatch(nvml: NvmlReader | None, declared: str, gpus: GpuSet = None) -> str | None:
+    """Why the declared GPU type (BENCHDECK_RUNNER_GPU_TYPE) is not what NVML names, or None.
+
+    The type matches a GPU when each of its words is a word of NVML's device name: H200
+    matches "NVIDIA H200" and "NVIDIA H200 NVL"; A100-80GB matches "NVIDIA A100-SXM4-80GB".
+    Without NVML there is nothing to check against: the declared type stands."""
+    if nvml is None:
+        return None
+    wanted = _words(declared)
+    names = {str(nvml.nvml.nvmlDeviceGetName(nvml.handles[i])) for i in nvml.indexes(gpus)}
+    wrong = sorted(name for name in names if not wanted <= _words(name))
+    if not wrong:
+        return None
+    return (f"GPU type mismatch: BENCHDECK_RUNNER_GPU_TYPE is {declared!r}, NVML names {', '.join(wrong)}; "
+            "set the type to what the host has")
+
+
+def _words(name: str) -> set[str]:
+    return set("".join(c if c.isalnum() else " " for c in name.upper()).split())
+
+
+def runner_gpus(nvml: NvmlReader | None, inherited: str | None, count: int) -> GpuSet:
+    """The GPUs this runner serves: the first ``count`` (BENCHDECK_RUNNER_GPU_COUNT) of its
+    own CUDA_VISIBLE_DEVICES (on a Ray node, or a host shared between runners), else of
+    NVML's; fewer where there are fewer.  Topologies index these, so no run goes past them.
+    None without NVML."""
+    if nvml is None:
+        return None
+    pool = [e.strip() for e in inherited.split(",") if e.strip()] if inherited else [str(i) for i in nvml.indexes()]
+    return frozenset(nvml.resolve(entry) for entry in pool[:count])
+
+
+def run_gpus(nvml: NvmlReader | None, gpu_ids: Collection[int], inherited: str | None) -> GpuSet:
+    """The UUIDs of a run's GPUs.  ``gpu_ids`` index the runner's GPUs, as in the topology's
+    layout; each becomes the CUDA_VISIBLE_DEVICES entry its server gets (``visible_devices``:
+    with the runner's own CUDA_VISIBLE_DEVICES set, id 0 is its first entry), then the GPU
+    NVML knows by that entry.  None without NVML.  ``GpuScopeError`` for an id the runner lacks."""
+    if nvml is None:
+        return None
+    ids = tuple(sorted(set(gpu_ids)))
+    entries = [e for e in visible_devices(ids, inherited).split(",") if e]
+    if len(entries) != len(ids):
+        raise GpuScopeError(f"GPU ids {list(ids)} reach past the runner's CUDA_VISIBLE_DEVICES={inherited!r}")
+    return frozenset(nvml.resolve(entry) for entry in entries)
 
 
 def gpu_topology() -> str | None:
@@ -55,37 +114,54 @@ def network_facts() -> list[dict[str, Any]]:
     ]
 
 
-def host_info(nvml: NvmlReader | None, unavailable_reason: str | None) -> dict[str, Any]:
+def host_info(nvml: NvmlReader | None, unavailable_reason: str | None, *, declared_type: str | None = None,
+              declared_count: int | None = None) -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "cpus": psutil.cpu_count(),
         "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
-        "gpu": gpu_facts(nvml, unavailable_reason),
+        "gpu": gpu_facts(nvml, unavailable_reason, declared_type=declared_type, declared_count=declared_count),
         "gpu_topology": gpu_topology() if nvml is not None else None,
         "network": network_facts(),
     }
 
 
 def foreign_gpu_processes(
-    nvml: NvmlReader | None, own_pids: set[int], *, idle_memory_gb: float
+    nvml: NvmlReader | None, own_pids: set[int], *, idle_memory_gb: float, gpus: GpuSet = None,
+    own_groups: Collection[int] = (),
 ) -> list[tuple[int, int, float]]:
-    """Users of the GPUs that are not ours: (gpu index, pid, GB); pid 0 = unnamed.
+    """Users of ``gpus`` (every GPU for None) that are not ours: (NVML index, pid, GB); pid
+    0 = unnamed.  Ours: a pid in ``own_pids``, or one in a process group of ``own_groups``
+    (this runner's other runs).  GPUs outside ``gpus`` are another run's business.
 
     Inside a container NVML often cannot name other namespaces' processes (seen on the lent
     H200: a torch process using the GPU was not listed), so memory in use above the idle
-    floor, with no process to show for it, counts as a foreign user too."""
+    floor on a GPU with no process to show for it counts as a foreign user too."""
     if nvml is None:
         return _simulated_foreign(own_pids, idle_memory_gb)
-    named = [entry for entry in nvml.compute_pids() if entry[1] not in own_pids]
+    listed = nvml.compute_pids(gpus)
+    named = [entry for entry in listed if not _ours(entry[1], own_pids, own_groups)]
     if named:
         return named
+    explained = {index for index, _, _ in listed}  # memory there belongs to processes of ours
     unnamed = []
-    for index, handle in enumerate(nvml.handles):
-        used_gb = nvml.nvml.nvmlDeviceGetMemoryInfo(handle).used / 1e9
-        if used_gb > idle_memory_gb:
+    for index in nvml.indexes(gpus):
+        used_gb = nvml.nvml.nvmlDeviceGetMemoryInfo(nvml.handles[index]).used / 1e9
+        if index not in explained and used_gb > idle_memory_gb:
             unnamed.append((index, 0, used_gb))
     return unnamed
+
+
+def _ours(pid: int, own_pids: set[int], own_groups: Collection[int]) -> bool:
+    if pid in own_pids:
+        return True
+    if not pid or not own_groups:
+        return False
+    try:
+        return os.getpgid(pid) in own_groups
+    except (ProcessLookupError, PermissionError):  # gone, or another PID namespace: not one we can vouch for
+        return False
 
 
 # --- GPU state simulated for tests (no GPU on the CI machine) ------------------------------
@@ -172,7 +248,14 @@ def listens_on(pid: int, port: int) -> bool:
     return False
 
 
-def gpu_memory_used_gb(nvml: NvmlReader | None) -> float | None:
+def gpu_memory_used_gb(nvml: NvmlReader | None, gpus: GpuSet = None) -> float | None:
+    """GPU memory in use on ``gpus`` (every GPU for None), summed; None without NVML."""
+    by_gpu = gpu_memory_by_gpu(nvml, gpus)
+    return None if by_gpu is None else sum(by_gpu.values())
+
+
+def gpu_memory_by_gpu(nvml: NvmlReader | None, gpus: GpuSet = None) -> dict[str, float] | None:
+    """GB in use per GPU UUID on ``gpus`` (every GPU for None); None without NVML."""
     if nvml is None:
         return None
-    return sum(nvml.nvml.nvmlDeviceGetMemoryInfo(h).used for h in nvml.handles) / 1e9
+    return {nvml.uuids[i]: nvml.nvml.nvmlDeviceGetMemoryInfo(nvml.handles[i]).used / 1e9 for i in nvml.indexes(gpus)}

@@ -58,7 +58,9 @@ class Settings(BaseSettings):
         default=None, description="Ray cluster to join with executor=ray (host:port of the head); unset = auto."
     )
     runner_id: str = Field(default="runner-local", description="Name this runner host claims runs as.")
-    runner_gpu_type: str = Field(default="H200", description="GPU type this runner serves (emulated in demo mode).")
+    runner_gpu_type: str = Field(
+        default="H200", description="GPU type this runner serves (emulated in demo mode); where NVML works, a type "
+        "that is not a word of NVML's device name stops claims.")
     runner_gpu_count: int = Field(default=8, ge=0, description="Number of GPUs this runner serves.")
     app_port: int = Field(default=8501, ge=1, le=65535, description="Port the Streamlit app listens on.")
     app_address: str = Field(default="127.0.0.1", description="Address the Streamlit app binds to.")

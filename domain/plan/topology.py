@@ -128,6 +128,16 @@ def layout(topology: Topology, base_args: dict[str, FlagValue], gpu_count: int) 
     return slots
 
 
+def snapshot_gpus(snapshot: dict[str, Any], gpu_count: int | None) -> int | None:
+    """The GPUs a topology's servers use, all roles together, from its stored snapshot
+    (``Topology.snapshot``): an aggregated server uses the plan's ``gpu_count``; the roles
+    of a router or PD topology use count × gpus_per_server each, whatever the plan's count."""
+    groups = [snapshot[role] for role in ("replicas", "prefill", "decode") if isinstance(snapshot.get(role), dict)]
+    if snapshot.get("kind", "aggregated") == "aggregated" or not groups:
+        return gpu_count
+    return sum(int(group.get("count", 1)) * int(group.get("gpus_per_server", 1)) for group in groups)
+
+
 def _int_flag(args: dict[str, FlagValue], *names: str) -> int:
     for name in names:
         value = args.get(name)

@@ -116,8 +116,8 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
 
 def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
     """One row per (run, scenario, concurrency): run_id, scenario, concurrency, run_name,
-    source, gpu_count, repeats, and per metric ``<name>`` (mean over repeats) and
-    ``<name>_ci`` (95 % half-width, NaN for fewer than two values)."""
+    source, gpu_count (and gpus_used where the frame has it), repeats, and per metric
+    ``<name>`` (mean over repeats) and ``<name>_ci`` (95 % half-width, NaN for fewer than two values)."""
     keys = ["run_id", *POINT]
     names = [m.name for m in metrics]
     numbers = frame[keys].copy()
@@ -129,11 +129,11 @@ def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS) -
     means, counts, stds = grouped[names].mean(), grouped[names].count(), grouped[names].std(ddof=1)
     quantiles = counts.map(lambda n: t_quantile_975(n - 1) if n >= 2 else math.nan)
     halves = (quantiles * stds / np.sqrt(counts)).add_suffix("_ci")
-    info = frame.groupby(keys, sort=True, dropna=False)[["run_name", "source", "gpu_count"]].first(skipna=False)
+    described = ["run_name", "source", "gpu_count", *(["gpus_used"] if "gpus_used" in frame.columns else [])]
+    info = frame.groupby(keys, sort=True, dropna=False)[described].first(skipna=False)
     info["repeats"] = grouped.size()
     interleaved = [c for name in names for c in (name, f"{name}_ci")]
-    return pd.concat([info, means, halves], axis=1)[["run_name", "source", "gpu_count", "repeats", *interleaved]] \
-        .reset_index()
+    return pd.concat([info, means, halves], axis=1)[[*described, "repeats", *interleaved]].reset_index()
 
 
 # -- deltas against the baseline -----------------------------------------------------------------
@@ -371,12 +371,13 @@ PARETO_COLUMNS = ("run_id", "run_name", "source", "scenario", "concurrency", "in
 
 
 def pareto_points(summary: pd.DataFrame) -> pd.DataFrame:
-    """Throughput per GPU (output tok/s ÷ gpu_count) against interactivity (1000 / TPOT
-    median, tok/s/user), with ``on_frontier`` marking the points no other point of the same
-    scenario beats on both axes.  Points lacking either value are kept, never on the frontier."""
+    """Throughput per GPU (output tok/s ÷ ``gpus_used``, the GPUs the topology uses, else
+    ÷ gpu_count) against interactivity (1000 / TPOT median, tok/s/user), with
+    ``on_frontier`` marking the points no other point of the same scenario beats on both
+    axes.  Points lacking either value are kept, never on the frontier."""
     table = summary[["run_id", "run_name", "source", "scenario", "concurrency"]].copy()
     tpot = pd.to_numeric(summary["tpot_p50"], errors="coerce")
-    gpus = pd.to_numeric(summary["gpu_count"], errors="coerce")
+    gpus = pd.to_numeric(summary["gpus_used" if "gpus_used" in summary.columns else "gpu_count"], errors="coerce")
     table["interactivity"] = 1000.0 / tpot.where(tpot > 0)
     table["throughput_per_gpu"] = pd.to_numeric(summary["output_tok_s"], errors="coerce") / gpus.where(gpus > 0)
     table["on_frontier"] = False

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from domain.plan.topology import snapshot_gpus
 from domain.results.bench_record import METRIC_COLUMNS
 
 CONDITION_COLUMNS = (
@@ -64,6 +65,7 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
         environment.get("provenance", {}).get("server_args") == "file")
     total_in, total_out = _record_totals(row.get("raw_record"))
     gpu_unavailable = row.get("gpu_unavailable")
+    topology = _json(row.get("topology"), {})
     out: dict[str, Any] = {
         "run_id": int(row["run_id"]), "run_name": row.get("run_name"), "source": row.get("source"),
         "engine": row.get("engine"), "model": row.get("model"),
@@ -73,9 +75,11 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "dtype": _dtype(row.get("model"), args, measured_here),
         "load_format": args.get("load-format", "auto" if measured_here else None),
         "gpu_type": row.get("gpu_type"), "gpu_count": row.get("gpu_count"),
+        # What per-GPU figures divide by: the GPUs the topology's servers use, not the plan's count.
+        "gpus_used": snapshot_gpus(topology, row.get("gpu_count")),
         "network": "single-host" if row.get("host_info") else None,
         # The label carries the kind, the P:D ratio and the GPU split (domain/plan/topology.py).
-        "topology": _topology_label(_json(row.get("topology"), {})),
+        "topology": _topology_label(topology),
         "server_args": args, "tags": _json(row.get("tags"), []), "submitted_at": row.get("submitted_at"),
         "host_healthy": True if row.get("host_info") else None,
         "max_total_num_tokens": facts.get("max_total_num_tokens"),
