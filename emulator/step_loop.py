@@ -30,6 +30,8 @@ class StepLoop:
         self.late_steps = 0
         self.steps = 0
         self.stalled = False  # fault injection: stop stepping, keep connections open
+        # SGLang's tokenizer_manager.last_receive_tstamp: /health_generate counts any output since it began.
+        self.last_output_at = time.monotonic()
         self.step_hooks: list[Callable[[Step, float], None]] = []  # metrics, batch log lines
         self._wake = asyncio.Event()
         self._events: dict[int, asyncio.Event] = {}
@@ -95,6 +97,7 @@ class StepLoop:
 
     def _finish(self, step: Step, end: float) -> None:
         self.steps += 1
+        self.last_output_at = time.monotonic()
         for req in self.scheduler.apply(step, end):
             event = self._events.get(id(req))
             if event is not None:

@@ -32,6 +32,7 @@ from domain.results.bench_record import BadRecord, json_safe, last_record, metri
 from runner import host, server_process
 from runner import topology as topo
 from runner.bench_client import (
+    BenchCancelled,
     BenchClient,
     BenchError,
     OneShotBenchClient,
@@ -45,6 +46,7 @@ from runner.bench_client import (
 )
 from runner.lease import StopState
 from runner.lifeline import wrap
+from runner.liveness import LivenessProbe, LivenessRule
 from runner.server_log import LogRotation
 from runner.telemetry import (
     GpuScopeError,
@@ -332,13 +334,19 @@ class AttemptExecution:
         argv = build_bench_argv(ctx.plan, point, base_url=ctx.server.base_url, tokenizer=tokenizer,
                                 output_file=output, known_flags=ctx.client.known_flags)
         samplers = self._start_samplers(ctx.server)
+        liveness = self._start_liveness(ctx.server)
         started = utcnow()
         try:
             result = ctx.client.run_point(point.key, argv, timeout_s=self.settings.point_timeout_s,
-                                          cancelled=ctx.interrupted)
+                                          cancelled=lambda: ctx.interrupted() or liveness.dead)
+        except BenchCancelled:
+            if liveness.verdict is None or ctx.interrupted():
+                raise
+            raise self._scheduler_failure(point.key, liveness.verdict) from None
         except BenchError as exc:
             raise self._point_failure(f"bench client failed at {point.key}: {exc}") from exc
         finally:
+            liveness.stop()
             samples = [s for sampler in samplers for s in sampler.stop()]
         finished = utcnow()
         if not ctx.server.alive:
@@ -364,6 +372,23 @@ class AttemptExecution:
             return server.crash_failure(default=FailureKind.SERVER_CRASH, what=message)
         return server_process.AttemptFailure(FailureKind.BENCH_FAILED, message,
                                              "see bench.log in the attempt directory")
+
+    def _start_liveness(self, deployment: topo.Deployment) -> LivenessProbe:
+        """/health_generate on every server, not the router (runner/liveness.py says why)."""
+        s = self.settings
+        rule = LivenessRule(interval_s=s.liveness_interval_s, failures=s.liveness_failures,
+                            window_s=s.liveness_window_s, timeout_s=s.liveness_probe_timeout_s)
+        return LivenessProbe([(m.name, m.server.base_url) for m in deployment.workers], rule).start()
+
+    def _scheduler_failure(self, point_key: str, verdict: str) -> server_process.AttemptFailure:
+        """The point is stopped (its client is killed at teardown, as on a point timeout)."""
+        server = self.ctx.server
+        assert server is not None  # noqa: S101
+        if not server.alive:  # it died meanwhile: its own log says more than the probe
+            return server.crash_failure(default=FailureKind.SERVER_CRASH, what=f"the server died during {point_key}")
+        return server_process.AttemptFailure(FailureKind.SERVER_CRASH, f"{verdict} (at {point_key})",
+                                             "the server's log in the attempt directory shows where its "
+                                             "scheduler stopped")
 
     def _start_samplers(self, deployment: topo.Deployment) -> list[Sampler]:
         """Every worker's /metrics (per role under a topology) and NVML."""

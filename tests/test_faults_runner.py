@@ -557,19 +557,33 @@ def test_an_unreadable_policy_file_flags_the_host_and_launches_nothing(tmp_path:
 
 
 @pytest.mark.sglang
-def test_a_stalled_server_that_still_answers_health_is_bounded_by_the_point_timeout(
+def test_a_stalled_scheduler_behind_a_healthy_health_fails_the_point_as_server_crash_within_the_liveness_bound(
     store: Store, env: dict[str, str]
 ) -> None:
-    """The emulator's stall fault stops its scheduler and keeps /health at 200.  What holds
-    today is the bound: the point ends at BENCHDECK_POINT_TIMEOUT_S as bench_failed and the
-    group is killed.  Detecting the stall sooner (/health_generate, child liveness) is not
-    implemented: docs/fault-suite.md lists it as a gap."""
+    """The emulator's stall fault stops its scheduler and keeps /health at 200; its
+    /health_generate then answers 503 after SGLANG_HEALTH_CHECK_TIMEOUT.  The liveness probe
+    (runner/liveness.py) ends the point after 3 failures spanning 2 s, far inside the point
+    timeout, as server_crash; the bench client and the server group are killed, no rows."""
     run_id, _ = store.submit_run(small_plan(), submitted_by=operator("alice"))
-    renv = runner_env(env, BENCHDECK_EMULATE_FAULT="stall-after-requests=2", BENCHDECK_POINT_TIMEOUT_S="6",
-                      BENCHDECK_MAX_ATTEMPTS="1")
-    assert run_burst(renv) == 0
+    renv = runner_env(env, BENCHDECK_EMULATE_FAULT="stall-after-requests=2", BENCHDECK_POINT_TIMEOUT_S="120",
+                      BENCHDECK_MAX_ATTEMPTS="1", SGLANG_HEALTH_CHECK_TIMEOUT="1",
+                      BENCHDECK_LIVENESS_INTERVAL_S="0.5", BENCHDECK_LIVENESS_FAILURES="3",
+                      BENCHDECK_LIVENESS_WINDOW_S="2", BENCHDECK_LIVENESS_PROBE_TIMEOUT_S="5")
+    proc = start_runner(renv, "--burst")
+    try:
+        wait_for(lambda: attempt_status(store, run_id) == "benchmarking", 90, "benchmarking")
+        benchmarking = time.monotonic()
+        wait_for(lambda: attempt_status(store, run_id) == "failed", 60, "the attempt failing")
+        # Bound: 3 x (1 s check + 0.5 s interval) + the /health look + teardown (5 s grace for
+        # the stalled server, which never drains), against 120 s for the point timeout alone.
+        assert time.monotonic() - benchmarking < 30  # about 11 s measured
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     [attempt] = store.attempts_of(run_id)
-    assert (attempt.status, attempt.failure_kind) == ("failed", "bench_failed")
-    assert "6 s" in attempt.message
+    assert (attempt.status, attempt.failure_kind) == ("failed", "server_crash")
+    assert "scheduler not responding: /health_generate failed 3 times over" in attempt.message
+    assert "while /health answers 200; last: HTTP 503 (at short/c1/r0)" in attempt.message
     assert store.points_of(run_id) == []
     assert_nothing_left(renv[MARK])

@@ -94,6 +94,21 @@ class Settings(BaseSettings):
         "GPU guard reads where NVML is unavailable (never where NVML works). Labelled SIMULATED wherever shown.",
     )
     point_timeout_s: float = Field(default=7200.0, gt=0, description="Longest one sweep point may run.")
+    liveness_interval_s: float = Field(
+        default=5.0, gt=0, description="While a point runs: seconds between /health_generate probes of each server."
+    )
+    liveness_failures: int = Field(
+        default=3, ge=1,
+        description="Consecutive failed /health_generate probes (no answer or 5xx) that end a point as server_crash.",
+    )
+    liveness_window_s: float = Field(
+        default=30.0, ge=0, description="Least time those consecutive failures must span before the point ends."
+    )
+    liveness_probe_timeout_s: float = Field(
+        default=30.0, gt=0,
+        description="How long one /health_generate probe may take before it counts as unanswered (above SGLang's "
+        "SGLANG_HEALTH_CHECK_TIMEOUT, 20 s, so a slow answer is not a failure).",
+    )
     telemetry_hz: float = Field(default=4.0, gt=0, le=50, description="Telemetry samples per second.")
     saturation_gain_pct: float = Field(
         default=10.0, gt=0,
