@@ -214,4 +214,5 @@ def resolved_server_args(cfg: EmulatorConfig) -> dict[str, Any]:
     )
     if "cuda_graph_max_bs" in out:  # schemas before 0.5.20 spell it this way
         out["cuda_graph_max_bs"] = cfg.cuda_graph_max_bs
+    out.pop("config", None)  # --config only names a YAML file of flags; it is no ServerArgs field
     return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in out.items()}

@@ -91,7 +91,10 @@ async def load_model(cfg: EmulatorConfig) -> None:
     for line in startup.kv_lines(cfg):
         startup.log(line)
     await _phase(cfg, "kv")
-    graph = startup.graph_lines(cfg, cfg.emulate.startup_s * startup.PHASES["graphs"])
+    graphs_s = cfg.emulate.startup_s * startup.PHASES["graphs"]
+    for line in startup.prefill_graph_lines(cfg, graphs_s * startup.PREFILL_GRAPH_SHARE) or ():
+        startup.log(line)  # SGLang captures the prefill graph first
+    graph = startup.graph_lines(cfg, graphs_s * (1 - startup.PREFILL_GRAPH_SHARE))
     if graph is not None:
         startup.log(graph[0])
     if fatal == "cuda-graph":

@@ -67,6 +67,7 @@ class Request:
     finish_reason: str | None = None  # "length" | "stop" | "abort"
     admitted_at: float | None = None
     page_keys: list[int] = field(default_factory=list)
+    stream: bool = False  # answered as a stream (the metrics' is_streaming label)
 
     def __post_init__(self) -> None:
         self.prefill_target = self.prefill_target or len(self.prompt_ids)

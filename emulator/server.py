@@ -21,7 +21,8 @@ from typing import Any
 
 from aiohttp import web
 
-from emulator import disagg
+from emulator import disagg, startup
+from emulator import health as health_check
 from emulator.config import EMULATOR_VERSION, EmulatorConfig, resolved_server_args
 from emulator.metrics import Metrics
 from emulator.scheduler import Request
@@ -31,6 +32,8 @@ from emulator.tokens import TokenText
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = {"/health", "/health_generate", "/ready", "/metrics"}
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+# SGLang's GRAPH_MEMORY_USAGE_KEYS: memory_usage.graph always lists every capture phase.
+GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
 
 
 @dataclass
@@ -176,7 +179,7 @@ def _check_faults(state: ServerState) -> None:
         state.step_loop.stalled = True
 
 
-async def _run(state: ServerState, gen: GenInput) -> AsyncGenerator[Request, None]:
+async def _run(state: ServerState, gen: GenInput, stream: bool = False) -> AsyncGenerator[Request, None]:
     """Submit ``gen`` and yield its request each time it gains tokens, until it finishes."""
     if state.status == "Draining":
         raise BadRequest("The server is shutting down.")
@@ -184,7 +187,8 @@ async def _run(state: ServerState, gen: GenInput) -> AsyncGenerator[Request, Non
     seed = TokenText.seed(gen.prompt_ids)
     stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, state.tokens.natural_length(seed))
     req = Request(rid=gen.rid, prompt_ids=gen.prompt_ids, max_new_tokens=gen.max_new_tokens,
-                  stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred)
+                  stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred,
+                  stream=stream)
     event = state.step_loop.submit(req)
     try:
         while True:
@@ -315,7 +319,7 @@ async def _stream_generate(request: web.Request, state: ServerState, gen: GenInp
     interval = max(1, int(state.cfg.args.get("stream_interval") or 1))
     sent = 0
     try:
-        async with aclosing(_run(state, gen)) as updates:
+        async with aclosing(_run(state, gen, stream=True)) as updates:
             async for req in updates:
                 if not _due(req, sent, interval):
                     continue
@@ -407,7 +411,7 @@ async def _openai_stream(request: web.Request, state: ServerState, gen: GenInput
     try:
         if shape.chat:
             await response.write(_sse(shape.chunk([shape.choice("", None, first=True)])))
-        async with aclosing(_run(state, gen)) as updates:
+        async with aclosing(_run(state, gen, stream=True)) as updates:
             async for req in updates:
                 last = req
                 if not _due(req, sent, interval):
@@ -437,10 +441,15 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(status=200 if _state(request).ready else 503)
 
 
+async def health_generate(request: web.Request) -> web.Response:
+    state = _state(request)
+    return web.Response(status=await health_check.probe_status(state.status, state.step_loop))
+
+
 async def models(request: web.Request) -> web.Response:
     state = _state(request)
     card = {"id": state.cfg.served_model_name, "object": "model", "created": int(state.started_at),
-            "owned_by": "sglang", "root": state.cfg.args["model_path"], "parent": None,
+            "owned_by": "sglang", "root": state.cfg.served_model_name, "parent": None,
             "max_model_len": state.cfg.context_len}
     return web.json_response({"object": "list", "data": [card]})
 
@@ -473,19 +482,22 @@ def emulator_block(state: ServerState) -> dict[str, Any]:
 async def server_info(request: web.Request) -> web.Response:
     state = _state(request)
     cfg, m = state.cfg, state.cfg.memory
-    memory = {"weight": round(m.weight_gb, 2), "kvcache": round(m.kv_gb, 2),
-              "startup_available": round(m.avail_before_load_gb, 2), "token_capacity": cfg.max_total_num_tokens,
-              "graph": round(m.graph_reserve_gb, 2)}
+    # build_memory_usage's shape: GB to 3 places, graph memory per capture phase.
+    graph = dict.fromkeys(GRAPH_PHASES, 0.0) | {k: round(v, 3) for k, v in startup.graph_memory(cfg).items()}
+    memory = {"weight": round(m.weight_gb, 3), "kvcache": round(m.kv_gb, 3),
+              "startup_available": round(m.avail_before_load_gb, 3), "token_capacity": cfg.max_total_num_tokens,
+              "token_capacity_swa": None, "graph": graph}
     internal = {"effective_max_running_requests_per_dp": cfg.max_running_requests,
                 "last_gen_throughput": state.step_loop.gen_throughput(), "memory_usage": memory,
                 "disaggregation_mode": cfg.args.get("disaggregation_mode") or "null",
-                "decode_cuda_graph_bs": list(cfg.cuda_graph_bs)}
+                "decode_cuda_graph_bs": list(cfg.cuda_graph_bs), "decode_cuda_graph_memory_gb": graph["decode"]}
     info = resolved_server_args(cfg)
     info.update(
         launch_command=state.launch_command, status=state.status, max_total_num_tokens=cfg.max_total_num_tokens,
         max_req_input_len=cfg.max_req_input_len,
         startup_time=(state.ready_at - state.started_at) if state.ready_at else None, kv_events=None,
-        version=cfg.version, internal_states=[internal], emulated=True, emulator=emulator_block(state),
+        version=cfg.version, frontend="python", internal_states=[internal], emulated=True,
+        emulator=emulator_block(state),
     )
     return web.json_response(info, dumps=lambda obj: json.dumps(obj, default=str))
 
@@ -531,7 +543,7 @@ def build_app(state: ServerState) -> web.Application:
                           client_max_size=64 * 1024 * 1024)
     app[STATE] = state
     routes = [
-        web.get("/health", health), web.get("/health_generate", health), web.get("/ready", health),
+        web.get("/health", health), web.get("/health_generate", health_generate), web.get("/ready", health),
         web.get("/server_info", server_info), web.get("/get_server_info", server_info),
         web.get("/model_info", model_info), web.get("/get_model_info", model_info),
         web.get("/v1/models", models), web.post("/generate", generate),

@@ -6,7 +6,8 @@ failure classifier can be tested on them:
 
 1. ``Load weight begin. avail mem=X GB`` / ``Load weight end. elapsed=…, mem usage=… GB.``
 2. ``KV Cache is allocated. dtype: …, #tokens: N, K size: …`` / ``Memory pool end. …``
-3. ``Capture target decode CUDA graph begin/end …``
+3. ``Capture target prefill CUDA graph begin/end …`` (unless it is off), then
+   ``Capture target decode CUDA graph begin/end …``
 4. ``max_total_num_tokens=N, chunked_prefill_size=…, max_prefill_tokens=…,
    max_running_requests=…, context_len=…, available_gpu_mem=X GB``
 5. (HTTP up: ``/v1/models`` answers, ``/health`` is 503) warmup, then
@@ -35,6 +36,8 @@ BANNER = ("[benchdeck emulator] this is NOT SGLang: an emulated engine (emulator
           "SGLang's HTTP protocol; its timings come from a model, not a GPU")
 # Share of the start-up time spent in each phase (weights, KV pool, CUDA graphs, warmup).
 PHASES = {"weights": 0.40, "kv": 0.05, "graphs": 0.25, "warmup": 0.30}
+# Share of the graph phase (time and reserved memory) that goes to the prefill graph.
+PREFILL_GRAPH_SHARE = 0.25
 
 
 def log(message: str, *, scheduler: bool = True) -> None:
@@ -134,11 +137,51 @@ def kv_lines(cfg: EmulatorConfig) -> tuple[str, str]:
 def graph_lines(cfg: EmulatorConfig, elapsed: float) -> tuple[str, str] | None:
     if cfg.cuda_graph_max_bs is None:
         return None
-    m = cfg.memory
+    avail = cfg.memory.avail_after_pool_gb - graph_memory(cfg)["prefill"]
     return (f"Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
-            f"avail mem={m.avail_after_pool_gb:.2f} GB",
+            f"avail mem={avail:.2f} GB",
             f"Capture target decode CUDA graph end. bs={list(cfg.cuda_graph_bs)}, elapsed={elapsed:.2f} s, "
-            f"mem usage={m.graph_reserve_gb:.2f} GB, avail mem={available_gb(cfg):.2f} GB.")
+            f"mem usage={graph_memory(cfg)['decode']:.2f} GB, avail mem={available_gb(cfg):.2f} GB.")
+
+
+def prefill_graph_tokens(cfg: EmulatorConfig) -> list[int]:
+    """The token buckets of the prefill (breakable) CUDA graph, empty when it is off.
+
+    0.5.23 captures it by default on CUDA; ``--disable-cuda-graph``, ``--disable-prefill-cuda-graph``
+    and pipeline parallelism turn it off unless ``--cuda-graph-backend-prefill`` names a backend.
+    Its largest bucket defaults to ``chunked_prefill_size`` (capped by ``--max-total-tokens``)."""
+    args = cfg.args
+    backend = args.get("cuda_graph_backend_prefill")
+    off = args.get("disable_cuda_graph") or args.get("disable_prefill_cuda_graph") or cfg.pp_size > 1
+    if backend == "disabled" or (backend is None and off):
+        return []
+    max_tokens = int(args.get("cuda_graph_max_bs_prefill") or cfg.chunked_prefill_size)
+    if args.get("max_total_tokens"):
+        max_tokens = min(max_tokens, int(args["max_total_tokens"]))
+    sizes = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+             *range(1280, 4097, 256), *range(4608, max_tokens + 1, 512)]
+    return [size for size in sizes if size <= max_tokens]
+
+
+def graph_memory(cfg: EmulatorConfig) -> dict[str, float]:
+    """GB captured per graph phase: an assumption, the one graph reserve of emulator/sizing.py
+    split between the two captures, PREFILL_GRAPH_SHARE of it to the prefill graph."""
+    reserve = cfg.memory.graph_reserve_gb
+    prefill = reserve * PREFILL_GRAPH_SHARE if prefill_graph_tokens(cfg) else 0.0
+    return {"prefill": prefill, "decode": reserve - prefill if cfg.cuda_graph_max_bs is not None else 0.0}
+
+
+def prefill_graph_lines(cfg: EmulatorConfig, elapsed: float) -> tuple[str, str] | None:
+    """The prefill graph, captured before the decode graph (``capture_cuda_graphs``)."""
+    tokens = prefill_graph_tokens(cfg)
+    if not tokens:
+        return None
+    before, used = cfg.memory.avail_after_pool_gb, graph_memory(cfg)["prefill"]
+    backend = cfg.args.get("cuda_graph_backend_prefill") or "breakable"
+    return (f"Capture target prefill CUDA graph begin. backend={backend}, num_tokens={tokens}, "
+            f"avail mem={before:.2f} GB",
+            f"Capture target prefill CUDA graph end. elapsed={elapsed:.2f} s, "
+            f"mem usage={used:.2f} GB, avail mem={before - used:.2f} GB.")
 
 
 def available_gb(cfg: EmulatorConfig) -> float:

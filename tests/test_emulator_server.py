@@ -330,6 +330,10 @@ def test_client_disconnect_aborts_the_request(emulator: EmulatorProcess) -> None
     with requests.post(emulator.base_url + "/generate", json=body, stream=True, timeout=30) as response:
         lines = response.iter_lines()  # keep a reference: a dropped iterator closes the connection
         assert next(lines).startswith(b"data: ")
+        # The gauge is published every 40th decode batch (SGLang's default interval), not live.
+        deadline = time.monotonic() + 10
+        while _running(emulator) != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _running(emulator) == 1
     deadline = time.monotonic() + 5
     while _running(emulator) and time.monotonic() < deadline:
@@ -345,3 +349,21 @@ def test_stall_after_requests(tokenizer_dir: Path, tmp_path: Path) -> None:
             requests.post(proc.base_url + "/generate", json=body, timeout=1.0)
         assert proc.alive() and http_status(proc.base_url + "/v1/models") == 200
         assert proc.stop(grace_s=0.5) == -signal.SIGKILL  # the drain waits for the stuck request for ever
+
+
+def test_health_generate_answers_while_working_and_times_out_into_503_when_stalled(
+    tokenizer_dir: Path, tmp_path: Path
+) -> None:
+    """SGLang's check waits a second at a time for any scheduler output, up to
+    SGLANG_HEALTH_CHECK_TIMEOUT, then answers 503 (emulator/health.py)."""
+    args = _args(tokenizer_dir, "--emulate-fault", "stall-after-requests=1")
+    with running_emulator(args, tmp_path / "log", env={"SGLANG_HEALTH_CHECK_TIMEOUT": "2"}) as proc:
+        assert http_status(proc.base_url + "/health_generate", timeout=5) == 200
+        body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}}
+        assert _post(proc, "/generate", body).status_code == 200
+        with pytest.raises(requests.Timeout):
+            requests.post(proc.base_url + "/generate", json=body, timeout=0.5)  # the stall begins
+        started = time.monotonic()
+        assert http_status(proc.base_url + "/health_generate", timeout=5) == 503
+        assert 1.5 <= time.monotonic() - started < 4
+        assert http_status(proc.base_url + "/health") == 200
