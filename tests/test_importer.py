@@ -222,7 +222,7 @@ def test_a_non_json_line_is_reported_with_its_number(fixtures: Path) -> None:
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_problem_has_a_text(lang: str) -> None:
-    params = {"size": 1, "detail": "x", "column": 1, "keys": "a", "lines": 1}
+    params = {"size": 1, "detail": "x", "column": 1, "keys": "a", "lines": 1, "completed": 2}
     for code in PROBLEM_CODES:
         assert LineProblem(7, code, params).text(lang).strip()
     assert "x" in t("import.file_changed", lang, name="x")
@@ -235,12 +235,26 @@ def test_a_json_object_that_is_not_a_record(fixtures: Path) -> None:
 
 
 def test_python_clients_write_no_record_when_every_request_fails(manifest: dict[str, Any]) -> None:
-    """What the real clients did: both Python clients exit with an error and write nothing."""
+    """What the real clients did: after a crash both Python clients exit with an error and
+    write nothing; 0.4.6.post5 also stops at its warmup when the server refuses it."""
     outcomes = manifest["all_failed"]
-    for key in ("crash-0.5.23", "crash-0.4.6.post5", "rejected-0.5.23", "rejected-0.4.6.post5"):
+    for key in ("crash-0.5.23", "crash-0.4.6.post5", "rejected-0.4.6.post5"):
         assert outcomes[key]["ok"] is False and outcomes[key]["record_written"] is False, outcomes[key]
-    assert "IndexError" in outcomes["rejected-0.5.23"]["error"]  # numpy percentile of no latencies
     assert "ConnectionError" in outcomes["crash-0.5.23"]["error"]  # /server_info after the crash
+    assert "KeyError: 'text'" in outcomes["rejected-0.4.6.post5"]["error"]  # the SSE error has no text
+
+
+def test_refused_requests_counted_as_completed_are_not_imported(fixtures: Path, manifest: dict[str, Any]) -> None:
+    """The server refuses each streamed request as SGLang 0.5.23 does (200, an SSE error event):
+    the 0.5.23 client exits 0 and writes a record claiming every request completed, with TTFT 0
+    and the requested output length.  The importer refuses that line and names why."""
+    assert manifest["all_failed"]["rejected-0.5.23"]["ok"] is True
+    data = (fixtures / "all-failed-rejected-0.5.23.jsonl").read_bytes()
+    record = json.loads(data)
+    assert record["completed"] > 0 and record["mean_ttft_ms"] == 0 and record["total_output_tokens_retokenized"] == 0
+    preview = preview_bytes(data)
+    assert [(p.line, p.code) for p in preview.problems] == [(1, "refused_as_completed"), (0, "no_records")]
+    assert not preview.importable
 
 
 def test_a_file_with_no_records_and_a_garbage_line() -> None:

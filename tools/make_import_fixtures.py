@@ -81,9 +81,10 @@ def sglang_python() -> Path:
 
 
 def generator_id() -> str:
-    """Changes whenever what the fixtures are made from changes."""
+    """Changes whenever what the fixtures are made from changes: the clients' driver and
+    the server they run against (the emulator's code, whose answers the files record)."""
     digest = hashlib.sha256()
-    for path in (Path(__file__), DRIVER, AIPERF_REQUIREMENTS):
+    for path in (Path(__file__), DRIVER, AIPERF_REQUIREMENTS, *sorted((ROOT / "emulator").glob("*.py"))):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

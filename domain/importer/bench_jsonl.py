@@ -102,10 +102,22 @@ def point_from_record(record: dict[str, Any], line: int,
         return LineProblem(line, "bad_value", {"detail": "completed is null"})
     if metrics["completed"] == 0:  # some clients still write a record when nothing succeeded
         return LineProblem(line, "all_failed")
+    if refused_as_completed(record):
+        return LineProblem(line, "refused_as_completed", {"completed": int(metrics["completed"])})
     return ImportedPoint(
         line=line, metrics=metrics, conditions=conditions, unknown=unknown,
         record_format=record_format(record), server=server_facts(record.get("server_info"), server_cache),
     )
+
+
+def refused_as_completed(record: Mapping[str, Any]) -> bool:
+    """A server that refuses a streamed request (SGLang answers 200 with an SSE error event)
+    leaves bench_serving a "success" with no text: the record then claims every requested
+    output token while none came back (``total_output_tokens_retokenized`` 0).  Its
+    throughput and TTFT describe nothing that was served."""
+    retokenized = record.get("total_output_tokens_retokenized")
+    claimed = record.get("total_output_tokens")
+    return retokenized == 0 and isinstance(claimed, int | float) and claimed > 0
 
 
 # -- what a record states -------------------------------------------------------------------
