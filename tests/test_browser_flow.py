@@ -126,8 +126,11 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         page.goto(f"{url}/run?run=1")
         page.get_by_text("Duplicate to the form").click()
         expect(page.get_by_text("Duplicated from run #1")).to_be_visible(timeout=15_000)
-        expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200-copy")
-        expect(page.get_by_role("spinbutton", name="--max-running-requests", exact=True)).to_have_value("32")
+        # The form renders after the banner; on a loaded host that takes longer than expect's 5 s.
+        expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200-copy",
+                                                                                timeout=15_000)
+        expect(page.get_by_role("spinbutton", name="--max-running-requests", exact=True)).to_have_value(
+            "32", timeout=15_000)
         screenshot(page, "build-duplicated-en")
 
         # Switch the language: the same page in Japanese.
