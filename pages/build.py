@@ -19,7 +19,13 @@ from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.flags.policy import DEFAULT_POLICY_PATH
 from domain.flags.schema import known_versions, load_schema, version_key
-from domain.plan.checks import check_plan, context_length_errors, role_checks, schema_version_for
+from domain.plan.checks import (
+    check_plan,
+    context_length_errors,
+    default_backend_warnings,
+    role_checks,
+    schema_version_for,
+)
 from domain.plan.command import command_preview
 from domain.plan.estimate import plan_seconds
 from domain.plan.flag_report import ConfigCheck
@@ -161,6 +167,8 @@ def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | N
     _flag_issues(config, roles)
     for error in context_length_errors(plan, lang):  # ISL + OSL past the context: every such request is refused
         st.error(error)
+    for warning in default_backend_warnings(plan, lang):  # the runner refuses it where the package is missing
+        st.warning(warning, icon=":material/warning:")
     _risk_badges(config)
     _memory_fits(config, roles)
     _commands(plan, host_version)

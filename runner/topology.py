@@ -8,7 +8,9 @@ Teardown stops the router first, then the workers, each its own process group.
 
 Each member gets its own ports (HTTP, NCCL, and the PD bootstrap port on prefill
 servers), picked distinct and free from ``BENCHDECK_ENGINE_PORT_RANGE``, and its own GPUs
-through ``CUDA_VISIBLE_DEVICES`` (indexes into the GPUs this runner was given).
+through ``CUDA_VISIBLE_DEVICES`` (indexes into the GPUs this runner was given).  A server
+under attention DP also binds ports SGLang derives from its ``--port``
+(``dp_attention_ports``); those are reserved with its HTTP port.
 """
 
 from __future__ import annotations
@@ -97,20 +99,70 @@ class Deployment:
              "argv": m.server.argv, "pgid": m.server.child.pgid} for m in self.members]}
 
 
+# SGLang 0.5.23 (srt/server_args.py PortArgs.init_new): under attention DP on one node
+# without --dist-init-addr, the scheduler processes talk over TCP on ports derived from
+# --port: the torch distributed init port at +233, then six more above it; the DP
+# controller (srt/managers/data_parallel_controller.py) binds +13 for its port handshake.
+ZMQ_TCP_PORT_DELTA = 233
+DERIVED_PORT_COUNT = 6
+HANDSHAKE_PORT_DELTA = 13
+MAX_PORT = 65535
+
+
+def _int_flag(args: dict[str, Any], *names: str) -> int:
+    value = next((args[name] for name in names if name in args), 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def attention_dp(args: dict[str, Any]) -> bool:
+    """Whether these flags turn on attention DP: ``--attn-dp-size`` > 1, or the deprecated
+    ``--dp-size N --enable-dp-attention`` (SGLang turns it into ``--attn-dp-size N``).
+    Plain ``--dp-size`` replicas talk over IPC and derive no port."""
+    if _int_flag(args, "attn-dp-size", "attention-data-parallel-size") > 1:
+        return True
+    return args.get("enable-dp-attention") is True and _int_flag(args, "dp-size", "data-parallel-size") > 1
+
+
+def dp_attention_ports(port: int, args: dict[str, Any]) -> tuple[int, ...]:
+    """The ports a server started with ``--port port`` and these flags binds besides it,
+    computed as SGLang does (below ``port`` where above would pass 65535); none when the
+    flags name ``--dist-init-addr`` or more nodes: those ports then come from the address."""
+    if not attention_dp(args) or args.get("dist-init-addr") or args.get("nccl-init-addr") \
+            or _int_flag(args, "nnodes") > 1:
+        return ()
+    dist_init = port + ZMQ_TCP_PORT_DELTA
+    if dist_init > MAX_PORT:
+        dist_init = port - ZMQ_TCP_PORT_DELTA
+    base = dist_init + 1
+    if dist_init + DERIVED_PORT_COUNT > MAX_PORT:
+        base = dist_init - DERIVED_PORT_COUNT - 1
+    return (port + HANDSHAKE_PORT_DELTA, dist_init, *range(base, base + DERIVED_PORT_COUNT))
+
+
 class PortPicker:
-    """Distinct free ports from the engine range for one topology."""
+    """Distinct free ports from the engine range for one topology.  A port picked with
+    ``derived`` (the ports a server binds because of it) is accepted only where those are
+    free and not handed out too; they are reserved with it, never handed out afterwards."""
 
     def __init__(self, low: int, high: int):
         self.low, self.high, self.taken = low, high, set[int]()
 
-    def __call__(self) -> int:
+    def __call__(self, derived: Callable[[int], tuple[int, ...]] | None = None) -> int:
+        refused: set[int] = set()
+        while True:
+            port = self._pick(self.taken | refused)
+            extra = derived(port) if derived is not None else ()
+            if all(p not in self.taken and port_is_free(p) for p in extra):
+                self.taken.update((port, *extra))
+                return port
+            refused.add(port)
+
+    def _pick(self, exclude: set[int]) -> int:
         try:
-            port = pick_free_port(self.low, self.high, exclude=self.taken)
+            return pick_free_port(self.low, self.high, exclude=exclude)
         except RuntimeError as exc:
             raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, f"{exc} (BENCHDECK_ENGINE_PORT_RANGE)",
                                         "free ports in BENCHDECK_ENGINE_PORT_RANGE or widen it") from exc
-        self.taken.add(port)
-        return port
 
 
 def visible_devices(gpu_ids: tuple[int, ...], inherited: str | None) -> str:
@@ -157,7 +209,7 @@ class Launcher:
                            tokenizer_dir=self.tokenizer_dir)
 
     def launch_worker(self, slot: ServerSlot) -> Member:
-        ports = {"http": self.ports()}
+        ports = {"http": self.ports(lambda port: dp_attention_ports(port, slot.server_args))}
         if slot.role != "server":
             ports["nccl"] = self.ports()
         if slot.role == "prefill":

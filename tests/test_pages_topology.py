@@ -268,3 +268,13 @@ def test_build_a_2p1d_plan_in_the_browser(env, browser_page, db_path) -> None:
         used = page.get_by_text("サーバーは計画の GPU 4 基のうち 3 基を使います。", exact=False)
         expect(used).to_be_visible(timeout=15_000)
         expect(_svg_text(page.get_by_test_id("stGraphVizChart"), "prefill-1")).to_have_count(1, timeout=15_000)
+
+
+def test_a_real_sglang_pd_plan_that_leaves_the_backend_unset_is_warned(app_env: Path) -> None:
+    at = _pd(_build_page(), gpus=2)
+    at.radio(key="b.engine@en").set_value("sglang").run()
+    assert not at.exception
+    assert any("mooncake-transfer-engine" in w.value and "prefill, decode" in w.value for w in at.warning)
+    at.selectbox(key="b.topo.prefill.backend").set_value("nixl").run()
+    at.selectbox(key="b.topo.decode.backend").set_value("nixl").run()
+    assert not any("mooncake-transfer-engine" in w.value for w in at.warning)

@@ -18,6 +18,8 @@ from domain.flags.schema import newest_version
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
+from domain.plan.topology_drawing import DEFAULT_BACKEND
+from domain.plan.transfer_backend import BACKEND_PACKAGES, unnamed_backend_roles
 
 QWEN3_2507_CONTEXT = 262_144
 
@@ -84,7 +86,19 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     context_errors = context_length_errors(plan, lang)
     report.errors += context_errors
     report.detail += "".join(f"\n{error}" for error in context_errors)  # the flag report does not carry them
+    report.warnings += default_backend_warnings(plan, lang)
     return report
+
+
+def default_backend_warnings(plan: RunPlan, lang: str) -> list[str]:
+    """A PD plan that leaves the transfer backend to SGLang's default: a warning only, as
+    this side cannot see the runner host's SGLang environment (the runner refuses the run
+    when the default's package is missing there: runner/backend_probe.py)."""
+    roles = unnamed_backend_roles(plan)
+    needs = BACKEND_PACKAGES.get(DEFAULT_BACKEND)
+    if not roles or needs is None:
+        return []
+    return [t("check.pd_backend_default", lang, roles=", ".join(roles), backend=DEFAULT_BACKEND, package=needs[1])]
 
 
 def context_length(plan: RunPlan) -> tuple[int, str] | None:

@@ -1,0 +1,59 @@
+"""The KV transfer backend each PD role uses, and the Python package it needs.
+
+A prefill or decode server imports its backend's package only when it starts, so a
+missing one shows as a start-up crash.  ``requirements-sglang.txt`` carries none of them
+(the mooncake wheel is about 100 MB), so a PD plan that leaves the backend to SGLang's
+default is warned here, and the runner, which can ask its SGLang interpreter, refuses
+the run before launch when the package is absent (``runner/backend_probe.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.plan.run_plan import RunPlan
+from domain.plan.topology_drawing import BACKEND_FLAG, DEFAULT_BACKEND
+
+# backend -> (module imported at start-up, package that provides it); None: needs nothing.
+# mooncake_tcp is mooncake with its TCP transport.  Read from SGLang 0.5.23's
+# srt/disaggregation/ (mooncake, nixl, mori and ascend each import their own package).
+BACKEND_PACKAGES: dict[str, tuple[str, str] | None] = {
+    "mooncake": ("mooncake", "mooncake-transfer-engine"),
+    "mooncake_tcp": ("mooncake", "mooncake-transfer-engine"),
+    "nixl": ("nixl", "nixl"),
+    "mori": ("mori", "mori"),
+    "ascend": ("memfabric_hybrid", "memfabric-hybrid"),
+    "fake": None,
+}
+
+
+@dataclass(frozen=True)
+class RoleBackend:
+    role: str
+    backend: str
+    named: bool  # False: the plan leaves it to SGLang's default
+
+    @property
+    def needs(self) -> tuple[str, str] | None:
+        """(module, package) the backend imports, None when it needs none or is unknown."""
+        return BACKEND_PACKAGES.get(self.backend)
+
+
+def role_backends(plan: RunPlan) -> list[RoleBackend]:
+    """Each PD role's backend, from its own flags over the plan-wide ones; [] off PD."""
+    if plan.topology.kind != "pd":
+        return []
+    result = []
+    for role, group in plan.topology.groups():
+        chosen = {**plan.server_args, **group.server_args}.get(BACKEND_FLAG)
+        named = isinstance(chosen, str) and bool(chosen)
+        result.append(RoleBackend(role, str(chosen) if named else DEFAULT_BACKEND, named))
+    return result
+
+
+def unnamed_backend_roles(plan: RunPlan) -> list[str]:
+    """The PD roles of a real-SGLang plan that leave the backend to the default, whose
+    package the SGLang environment may lack (the emulator needs none)."""
+    if plan.engine != "sglang":
+        return []
+    return [rb.role for rb in role_backends(plan) if not rb.named]
