@@ -24,6 +24,7 @@ from db.store import ProcessGroup, utcnow
 from domain.core.settings import Settings
 from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import Policy
+from domain.flags.schema import Schema
 from domain.flags.validate import validate_server_args
 from domain.plan.checks import schema_version_for
 from domain.plan.run_plan import Point, RunPlan, configuration_id, point_conditions
@@ -31,6 +32,7 @@ from domain.plan.topology import layout
 from domain.results.bench_record import BadRecord, json_safe, last_record, metrics_from_record
 from runner import host, server_process
 from runner import topology as topo
+from runner.backend_probe import missing_backend
 from runner.bench_client import (
     BenchCancelled,
     BenchClient,
@@ -145,6 +147,8 @@ class AttemptExecution:
     policy: Policy
     policy_sha256: str | None
     host_state: HostState
+    # The schema extracted from the SGLang installed where the attempt runs (a Ray node's report).
+    installed_schema: dict[str, Any] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -241,6 +245,13 @@ class AttemptExecution:
         raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
                                     "find and stop the process listening on that port")
 
+    def _installed_schema_of(self, version: str) -> Schema | None:
+        """The installed SGLang's own schema when the attempt launches that version; else None
+        (the shipped schema of ``version``)."""
+        if self.installed_schema is None or self.installed_schema.get("sglang_version") != version:
+            return None
+        return Schema.from_dict(self.installed_schema)
+
     def _validate_at_the_edge(self, plan: RunPlan, version: str) -> None:
         """The form and the CLI validated already; the runner checks again before launch,
         the plan-wide flags and each topology role's own."""
@@ -248,11 +259,14 @@ class AttemptExecution:
             (f"{role}: ", {**plan.server_args, **group.server_args}) for role, group in plan.topology.groups()]
         for prefix, args in checks:
             report = validate_server_args(args, version, model_dirs=self.settings.model_dirs, model=plan.model,
-                                          policy=self.policy)
+                                          policy=self.policy, schema=self._installed_schema_of(version))
             if not report.ok:
                 details = "; ".join(issue.message("en") for issue in report.errors)
                 raise server_process.AttemptFailure(FailureKind.BAD_ARGS,
                                             f"{prefix}flags rejected for SGLang {version}: {details}")
+        missing = missing_backend(plan, str(self.settings.sglang_python or ""))
+        if missing is not None:
+            raise server_process.AttemptFailure(FailureKind.BAD_ARGS, missing)
 
     def _run_gpus(self) -> GpuSet:
         """The UUIDs of the GPUs the topology's servers use (host.run_gpus).  An emulated run

@@ -21,6 +21,10 @@ head stays the only writer of DuckDB.
   kernel kills them with the worker process: nothing is left holding GPUs.
 - **Runner hosts.** Every Ray node with benchdeck GPUs is listed in the runners table
   (``ray:<host>:<node id>``) with its GPUs, and its health follows Ray's view of it.
+- **SGLang per node.** Each node reports its own interpreter and SGLang version
+  (runner/ray_nodes.py); the head claims for one node at a time with that node's GPUs and
+  version, pins the task to it, and the attempt there launches and validates flags with
+  the node's version (the one recorded with the attempt).
 """
 
 from __future__ import annotations
@@ -46,10 +50,10 @@ from runner.attempt import AttemptContext, AttemptExecution, HostState
 from runner.bench_client import BenchCancelled
 from runner.daemon import Runner
 from runner.lease import Fenced, Heartbeat, StopState
+from runner.ray_nodes import RESOURCE_PREFIX, NodeReports, Offer, free_by_node, gpu_types, offers, pinned_to
 from runner.telemetry import open_nvml
 
 log = logging.getLogger("benchdeck.ray")
-RESOURCE_PREFIX = "benchdeck_gpu:"
 REMOTE_ROLE_PREFIX = "ray:"  # process groups on a Ray node: not the head's to reap
 NODE_REFRESH_S = 10.0
 
@@ -58,8 +62,11 @@ def gpu_resource(gpu_type: str) -> str:
     return f"{RESOURCE_PREFIX}{gpu_type}"
 
 
-def task_options(plan: RunPlan) -> dict[str, Any]:
+def task_options(plan: RunPlan, node_id: str | None = None) -> dict[str, Any]:
+    """The task's resources; with ``node_id``, pinned to the node the head claimed it for."""
+    pinned = {"scheduling_strategy": pinned_to(node_id)} if node_id is not None else {}
     return {
+        **pinned,
         "resources": {gpu_resource(plan.gpu.type): float(plan.gpu.count)},
         "num_gpus": plan.gpu.count if plan.engine == "sglang" else 0,
         "num_cpus": 1,
@@ -124,9 +131,11 @@ def _outcome(execution: AttemptExecution) -> tuple[str, str | None, str | None]:
         return str(AttemptStatus.FAILED), str(FailureKind.RUNNER_LOST), f"node error: {exc!r}"
 
 
-def run_on_node(attempt_id: int, run_id: int, attempt_no: int, plan_json: str) -> Iterator[dict[str, Any]]:
+def run_on_node(attempt_id: int, run_id: int, attempt_no: int, plan_json: str, sglang_version: str | None = None,
+                installed: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The task body: the attempt in a thread of its own (it is the parent of every child,
-    for the lifeline), its writes streamed back as they happen."""
+    for the lifeline), its writes streamed back as they happen.  ``sglang_version`` and
+    ``installed`` (its extracted schema) are what this node reported (runner/ray_nodes.py)."""
     settings = Settings()  # this node's own BENCHDECK_* environment
     hostname = socket.gethostname()
     events: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -135,9 +144,11 @@ def run_on_node(attempt_id: int, run_id: int, attempt_no: int, plan_json: str) -
                          StreamWriter(events, hostname), stop, die_with_parent=True, hostname=hostname)
     nvml, nvml_reason = open_nvml()
     execution = AttemptExecution(
-        ctx, nvml, nvml_reason, host.host_info(nvml, nvml_reason), None, load_policy(settings.flag_policy_file),
-        None, HostState(mark_unhealthy=lambda reason: events.put({"kind": "unhealthy", "reason": reason}),
-                        stuck_port=lambda port: None),
+        ctx, nvml, nvml_reason, host.host_info(nvml, nvml_reason), sglang_version,
+        load_policy(settings.flag_policy_file), None,
+        HostState(mark_unhealthy=lambda reason: events.put({"kind": "unhealthy", "reason": reason}),
+                  stuck_port=lambda port: None),
+        installed_schema=installed,
     )
 
     def body() -> None:
@@ -182,6 +193,7 @@ class ActiveAttempt:
     thread: threading.Thread
     started: threading.Event = field(default_factory=threading.Event)  # placed on a node
     node_runner_id: str | None = None  # the runners-table id of the node it was placed on
+    node_id: str | None = None  # the Ray node it was claimed for (and pinned to)
 
 
 class RayRunner(Runner):
@@ -193,6 +205,8 @@ class RayRunner(Runner):
         super().__init__(settings, store)
         self.active: dict[int, ActiveAttempt] = {}
         self._nodes_seen_at = 0.0
+        self.reports = NodeReports()
+        self._schemas_stored: set[str] = set()  # nodes whose installed schema is in the DB
 
     # --- loop -----------------------------------------------------------------------------
     def claim_loop(self, *, burst: bool) -> int:
@@ -222,33 +236,38 @@ class RayRunner(Runner):
         self._forget_finished()
         return claimed
 
-    def _free_gpus(self) -> dict[str, float]:
-        """Free benchdeck GPUs per type, less what claimed-but-not-yet-placed runs will take."""
-        free = {k[len(RESOURCE_PREFIX):]: v for k, v in ray.available_resources().items()
-                if k.startswith(RESOURCE_PREFIX)}
+    def _free_by_node(self) -> dict[str, dict[str, float]]:
+        """Free benchdeck GPUs per alive node and type, less what runs claimed for a node but
+        not yet placed there will take."""
+        free = free_by_node()
         for attempt in self.active.values():
-            if not attempt.started.is_set():
-                free[attempt.gpu_type] = free.get(attempt.gpu_type, 0.0) - attempt.claim.plan.gpu.count
+            if not attempt.started.is_set() and attempt.node_id in free:
+                left = free[attempt.node_id]
+                left[attempt.gpu_type] = left.get(attempt.gpu_type, 0.0) - attempt.claim.plan.gpu.count
         return free
 
     def _claim_what_fits(self) -> bool:
+        alive = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and gpu_types(n.get("Resources", {}))]
+        if self.reports.refresh(alive):
+            self._refresh_nodes(force=True)  # a node's new report shows in the runners table now
         claimed = False
-        alive = [n for n in ray.nodes() if n.get("Alive")]  # one GCS call per pass, not one per GPU type
-        for gpu_type, free in self._free_gpus().items():
-            largest = max((n["Resources"].get(gpu_resource(gpu_type), 0.0) for n in alive), default=0.0)
-            if free < 1 or largest < 1:
-                continue
-            caps = RunnerCapabilities(self.caps.runner_id, gpu_type, int(min(free, largest)), self.sglang_version)
+        free = {node_id: gpus for node_id, gpus in self._free_by_node().items() if node_id in alive}
+        for offer in offers(free, self.reports.version_of):
+            caps = RunnerCapabilities(self.caps.runner_id, offer.gpu_type, offer.gpu_count, offer.sglang_version)
             claim = self.store.claim_next(caps, lease_s=self.settings.lease_s)
-            if claim is None:
-                continue
-            self._note_policy(claim.run_id)
-            attempt = ActiveAttempt(claim, gpu_type, threading.Thread(target=lambda c=claim: self._execute_on_node(c),
-                                                                      name=f"ray-attempt-{claim.attempt_id}"))
-            self.active[claim.attempt_id] = attempt
-            attempt.thread.start()
-            claimed = True
+            if claim is not None:
+                self._start_attempt(claim, offer)
+                claimed = True
         return claimed
+
+    def _start_attempt(self, claim: Claim, offer: Offer) -> None:
+        self._note_policy(claim.run_id)
+        attempt = ActiveAttempt(claim, offer.gpu_type,
+                                threading.Thread(target=lambda: self._execute_on_node(claim, offer),
+                                                 name=f"ray-attempt-{claim.attempt_id}"),
+                                node_id=offer.node_id)
+        self.active[claim.attempt_id] = attempt
+        attempt.thread.start()
 
     def _forget_finished(self) -> None:
         for attempt_id, attempt in list(self.active.items()):
@@ -261,33 +280,45 @@ class RayRunner(Runner):
             return
         self._nodes_seen_at = time.monotonic()
         for node in ray.nodes():
-            types = {k[len(RESOURCE_PREFIX):]: v for k, v in node.get("Resources", {}).items()
-                     if k.startswith(RESOURCE_PREFIX)}
+            types = gpu_types(node.get("Resources", {}))
             if not types:
                 continue
             gpu_type, count = next(iter(types.items()))
-            runner_id = node_runner_id(node)
-            alive = bool(node.get("Alive"))
+            node_id, alive = str(node.get("NodeID", "")), bool(node.get("Alive"))
+            host_name = node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?")
+            report = self.reports.reports.get(node_id)
             self.store.register_runner(
-                runner_id, host=node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?"),
-                gpu_type=gpu_type, gpu_count=int(count), sglang_version=self.sglang_version,
+                node_runner_id(node), host=host_name, gpu_type=gpu_type, gpu_count=int(count),
+                sglang_version=self.reports.version_of(node_id),
                 healthy=alive, unhealthy_reason=None if alive else "Ray node is dead",
-                info={"executor": "ray", "node_id": node.get("NodeID"), "address": node.get("NodeManagerAddress"),
-                      "head_runner": self.caps.runner_id},
+                info={"executor": "ray", "node_id": node_id, "address": node.get("NodeManagerAddress"),
+                      "head_runner": self.caps.runner_id, "reported": report is not None,
+                      "sglang_python": report.sglang_python if report else None,
+                      "sglang_error": report.error if report else None},
             )
+            self._store_node_schema(node_id, host_name)
+
+    def _store_node_schema(self, node_id: str, host_name: str) -> None:
+        """The node's installed schema in the DB once, as a local runner stores its own at start-up."""
+        version, schema = self.reports.version_of(node_id), self.reports.schema_of(node_id)
+        if version is None or schema is None or node_id in self._schemas_stored:
+            return
+        self.store.store_schema(version, host_name, schema)
+        self._schemas_stored.add(node_id)
 
     # --- one attempt, on the head ----------------------------------------------------------------
-    def _execute_on_node(self, claim: Claim) -> None:
+    def _execute_on_node(self, claim: Claim, offer: Offer) -> None:
         """The head's side of one attempt: its lease and its ending here, the attempt itself
-        in a Ray task on a node."""
+        in a Ray task on the node it was claimed for, with that node's SGLang version."""
         ctx = self.new_context(claim)
         beat = Heartbeat(ctx, self.store, self.caps.runner_id)
         beat.start()
         outcome: tuple[AttemptStatus, FailureKind | None, str | None] = (
             AttemptStatus.FAILED, FailureKind.RUNNER_LOST, "the Ray task ended without a result")
         log_tail: str | None = None
-        task = remote_attempt.options(**task_options(claim.plan)).remote(
-            claim.attempt_id, claim.run_id, claim.attempt_no, claim.plan.model_dump_json())
+        task = remote_attempt.options(**task_options(claim.plan, offer.node_id)).remote(
+            claim.attempt_id, claim.run_id, claim.attempt_no, claim.plan.model_dump_json(), offer.sglang_version,
+            self.reports.schema_of(offer.node_id))
         try:
             outcome, log_tail = self._follow(ctx, claim, task)
         except Fenced:

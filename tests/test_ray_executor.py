@@ -84,6 +84,7 @@ def test_runs_go_to_the_node_with_their_gpu_type_and_results_land_in_duckdb(
     for node in ray.nodes():
         if any(k.startswith("benchdeck_gpu:") for k in node["Resources"]):
             assert node_runner_id(node) in hosts
+            assert json.loads(hosts[node_runner_id(node)].info)["reported"], "the node reported its own SGLang"
     assert _engines_left(env[MARK]) == []
     assert ray_cluster.nodes["node-h100"].proc.poll() is None  # nothing killed a node here
 
