@@ -13,8 +13,7 @@ import subprocess
 
 from domain.core.i18n import t
 from domain.plan.run_plan import RunPlan
-from domain.plan.topology_drawing import BACKEND_FLAG
-from domain.plan.transfer_backend import role_backends
+from domain.plan.transfer_backend import BACKEND_FLAG, role_backends
 
 PROBE = "import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]) is not None)"
 PROBE_TIMEOUT_S = 60.0

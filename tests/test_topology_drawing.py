@@ -13,12 +13,12 @@ from domain.plan.topology import Topology, layout, layout_problems
 from domain.plan.topology_drawing import (
     CONFLICT_COLOURS,
     gpus_in_use,
-    kv_backend,
     role_name,
     server_rows,
     slots_named_in,
     topology_dot,
 )
+from domain.plan.transfer_backend import kv_backend
 from tests.support.runner_harness import small_plan
 
 PD: dict[str, Any] = {"kind": "pd", "prefill": {"count": 2, "gpus_per_server": 1,

@@ -18,8 +18,7 @@ from domain.flags.schema import newest_version
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
-from domain.plan.topology_drawing import DEFAULT_BACKEND
-from domain.plan.transfer_backend import BACKEND_PACKAGES, unnamed_backend_roles
+from domain.plan.transfer_backend import BACKEND_PACKAGES, DEFAULT_BACKEND, unnamed_backend_roles
 
 QWEN3_2507_CONTEXT = 262_144
 

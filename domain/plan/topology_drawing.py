@@ -8,10 +8,8 @@ from typing import Any
 
 from domain.core.i18n import t
 from domain.plan.topology import ServerSlot, Topology
+from domain.plan.transfer_backend import kv_backend
 
-BACKEND_FLAG = "disaggregation-transfer-backend"
-# SGLang's default for BACKEND_FLAG, shown when a PD role leaves it unset.
-DEFAULT_BACKEND = "mooncake"
 CONFLICT_COLOURS = ("#fde2e1", "#d93025")  # fill, border of a server the layout problems name
 _ROLE_COLOURS = {"server": ("#f4f6fa", "#7a869a"), "replica": ("#f4f6fa", "#7a869a"),
                  "prefill": ("#e4eefc", "#4a78c2"), "decode": ("#e3f4e6", "#3f9a55")}
@@ -25,11 +23,6 @@ _HEADER = [
 
 def role_name(role: str, lang: str) -> str:
     return t(f"build.topo.role_{role}", lang)
-
-
-def kv_backend(server_args: dict[str, Any]) -> str:
-    """The KV transfer backend a PD role's flags choose."""
-    return server_args.get(BACKEND_FLAG) or DEFAULT_BACKEND
 
 
 def slots_named_in(slots: list[ServerSlot], issues: list[str]) -> set[str]:

@@ -10,9 +10,13 @@ the run before launch when the package is absent (``runner/backend_probe.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from domain.plan.run_plan import RunPlan
-from domain.plan.topology_drawing import BACKEND_FLAG, DEFAULT_BACKEND
+
+BACKEND_FLAG = "disaggregation-transfer-backend"
+# SGLang's default for BACKEND_FLAG, used when a PD role leaves it unset.
+DEFAULT_BACKEND = "mooncake"
 
 # backend -> (module imported at start-up, package that provides it); None: needs nothing.
 # mooncake_tcp is mooncake with its TCP transport.  Read from SGLang 0.5.23's
@@ -25,6 +29,11 @@ BACKEND_PACKAGES: dict[str, tuple[str, str] | None] = {
     "ascend": ("memfabric_hybrid", "memfabric-hybrid"),
     "fake": None,
 }
+
+
+def kv_backend(server_args: dict[str, Any]) -> str:
+    """The KV transfer backend a PD role's flags choose."""
+    return server_args.get(BACKEND_FLAG) or DEFAULT_BACKEND
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,13 @@ from domain.plan.form_input import (
 from domain.plan.plan_io import problems_from_validation
 from domain.plan.topology import MAX_SERVERS_PER_ROLE, Kind, Policy, Topology, layout, layout_problems
 from domain.plan.topology_drawing import (
-    BACKEND_FLAG,
     gpus_in_use,
-    kv_backend,
     role_name,
     server_rows,
     slots_named_in,
     topology_dot,
 )
+from domain.plan.transfer_backend import BACKEND_FLAG, kv_backend
 from pages.parts.common import localised_choice
 
 KINDS: tuple[Kind, ...] = get_args(Kind)
