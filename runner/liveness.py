@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from runner.server_process import http_status
+
 HEALTH_TIMEOUT_S = 5.0  # the /health look that goes into the verdict's message
 
 
@@ -63,10 +65,8 @@ def probe_once(base_url: str, timeout_s: float) -> str | None:
 
 def health_word(base_url: str) -> str:
     """What /health says now, for the message: the case worth naming is '200'."""
-    try:
-        return f"answers {requests.get(f'{base_url}/health', timeout=HEALTH_TIMEOUT_S).status_code}"
-    except requests.RequestException:
-        return f"gives no answer within {HEALTH_TIMEOUT_S:g} s"
+    status = http_status(f"{base_url}/health", HEALTH_TIMEOUT_S)
+    return f"gives no answer within {HEALTH_TIMEOUT_S:g} s" if status is None else f"answers {status}"
 
 
 @dataclass

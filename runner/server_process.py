@@ -75,9 +75,10 @@ def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str],
     return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv)
 
 
-def _status(url: str) -> int | None:
+def http_status(url: str, timeout_s: float = 2.0) -> int | None:
+    """GET ``url``: its status code, or None when nothing answers in time."""
     try:
-        return requests.get(url, timeout=2).status_code
+        return requests.get(url, timeout=timeout_s).status_code
     except requests.RequestException:
         return None
 
@@ -92,7 +93,7 @@ def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[],
             raise server.crash_failure(default=FailureKind.SERVER_CRASH, what="the server exited during start-up")
         if cancelled():
             raise AttemptCancelled("cancelled during server start-up")
-        if _status(f"{server.base_url}/health") == 200:
+        if http_status(f"{server.base_url}/health") == 200:
             return time.monotonic() - start
         if time.monotonic() - start > budget_s:
             stage = startup_stage(tail(server.child.log_path, 400_000))
