@@ -32,6 +32,8 @@ pages = {
     t("nav.section_analyse", lang): [
         st.Page("pages/compare.py", title=t("nav.compare", lang), icon=":material/compare_arrows:"),
         st.Page("pages/checklist.py", title=t("nav.checklist", lang), icon=":material/checklist:"),
+        st.Page("pages/history.py", title=t("nav.history", lang), icon=":material/timeline:"),
+        st.Page("pages/tune.py", title=t("nav.tune", lang), icon=":material/tune:"),
         *([st.Page("pages/imports.py", title=t("nav.imports", lang), icon=":material/upload:")]
           if may_write else []),
     ],

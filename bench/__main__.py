@@ -6,7 +6,17 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from bench import compare_queries, db_lock, prompt_duplicates, ray_dispatch, runner_gaps
+from bench import (
+    compare_queries,
+    curve_knee,
+    db_lock,
+    estimate_accuracy,
+    pages_browser,
+    prompt_duplicates,
+    ray_dispatch,
+    runner_gaps,
+    tuner,
+)
 
 BENCHMARKS: dict[str, Callable[..., None]] = {
     "db_lock": db_lock.run,
@@ -14,6 +24,10 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "compare_queries": compare_queries.run,
     "ray_dispatch": ray_dispatch.run,
     "prompt_duplicates": prompt_duplicates.run,
+    "curve_knee": curve_knee.run,
+    "estimate_accuracy": estimate_accuracy.run,
+    "pages_browser": pages_browser.run,
+    "tuner": tuner.run,
 }
 
 

@@ -4,11 +4,22 @@
    transactions: write latency p50/p99 and the error count seen by reader and writer.
 2. 8 claimer processes race to drain a queue: claims per second, and a check that each
    run was claimed exactly once.
+3. At the UI's rate, the issue's target (writes p99 ≤ 50 ms): a runner-like writer (a
+   point per second with its telemetry, the current point, the cancel check, the lease
+   and runner heartbeats) beside an app-like process (sessions with a run page open, each
+   polling its four reads every 2 s, plus the shared runs list, counts and runners), with
+   10,000 synthetic runs in the DB; three times: every access opens and closes; only the
+   app keeps its connection (``db.connection.keep_open``; the deployment before the runner
+   daemon kept its own, runner/cli.py ``cmd_work``); both keep theirs (the deployment
+   now).  Reader errors, busy answers, and lost writes (points the writer committed
+   against points in the DB).  The machine's load average is printed with each, as the
+   figures depend on it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -16,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import synthetic
 from db import Store
 from domain.core.access import Actor, Role
 from domain.plan.quotas import Quotas
@@ -76,7 +88,46 @@ def claim_race(db: Path, runs: int = 400, claimers: int = 8) -> None:
           f"each run claimed exactly once: {exact}; per-claimer wins {[len(w) for w in won]}")  # type: ignore[arg-type]
 
 
+# (the app keeps its connection, the runner keeps its connection, how the line names it)
+UI_RATE_SETUPS = (
+    (False, False, "opened and closed per access"),
+    (True, False, "kept by the app only"),
+    (True, True, "kept by the app and the runner"),
+)
+
+
+def _keep_arg(keep: bool) -> str:
+    return "keep" if keep else "close"
+
+
+def ui_rate(db: Path, *, seconds: int, sessions: int, keep_ui: bool, keep_runner: bool, label: str) -> None:
+    """One runner-like writer and one app-like reader process, for ``seconds``."""
+    ui = _spawn("ui", db, str(seconds), str(sessions), _keep_arg(keep_ui))
+    writer = _collect(_spawn("runner", db, str(seconds), _keep_arg(keep_runner)))
+    reads = _collect(ui)
+    assert isinstance(writer, dict) and isinstance(reads, dict)
+    writes = writer["writes"]
+    stored = len(Store(db).points_of(writer["run_id"]))
+    print(f"  connections {label} (load average {os.getloadavg()[0]:.1f}): "
+          f"write p50 {_quantile(writes, 0.50):.1f} ms, p99 {_quantile(writes, 0.99):.1f} ms, "
+          f"max {max(writes):.1f} ms ({len(writes)} writes); reads {reads['reads']} "
+          f"(p50 {reads['read_p50_ms']:.1f} ms, p99 {reads['read_p99_ms']:.1f} ms), busy {reads['busy']}, "
+          f"reader errors {reads['errors']}; points committed {writer['points']}, in the DB {stored}, "
+          f"lost {writer['points'] - stored}")
+
+
+def ui_rate_both(tmp: Path, *, runs: int, seconds: int, sessions: int = 3) -> None:
+    print(f"UI rate: a runner-like writer (a point per second + heartbeats) beside the app polling "
+          f"every 2 s ({sessions} run pages + the runs list), {runs:,} runs × 20 points in the DB, {seconds} s each")
+    for i, (keep_ui, keep_runner, label) in enumerate(UI_RATE_SETUPS):
+        db = tmp / f"ui-{i}.duckdb"
+        store = Store(db, lock_timeout_s=120)
+        synthetic.fill(store, runs=runs, points_per_run=20)
+        ui_rate(db, seconds=seconds, sessions=sessions, keep_ui=keep_ui, keep_runner=keep_runner, label=label)
+
+
 def run(quick: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         reader_writer(Path(tmp) / "rw.duckdb", writes=100 if quick else 300)
         claim_race(Path(tmp) / "claims.duckdb", runs=100 if quick else 400)
+        ui_rate_both(Path(tmp), runs=1_000 if quick else 10_000, seconds=20 if quick else 60)

@@ -36,8 +36,8 @@ from db.migrations import MIGRATIONS
 from db.store import utcnow
 
 # The tables a report counts, in this order; a table an older schema lacks is skipped.
-MAIN_TABLES = ("runs", "attempts", "sweep_points", "telemetry_summaries", "configurations", "runners",
-               "audit_log", "imports", "sglang_schemas", "schema_migrations")
+MAIN_TABLES = ("runs", "attempts", "sweep_points", "telemetry_summaries", "request_samples", "configurations",
+               "runners", "audit_log", "imports", "sglang_schemas", "schema_migrations")
 
 TABLES_PRESENT = """
 SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'

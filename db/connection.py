@@ -7,11 +7,34 @@ short — take one cross-process file lock, open, do, close — and nobody keeps
 connection while waiting on anything else.  A lock wait past ``lock_timeout_s`` raises
 ``DbBusy``, the only error the UI turns into "busy, retrying"; anything else surfaces as
 itself.
+
+**Keeping the connection between accesses** (opt-in per process: ``keep_open(idle_s)``;
+the app and the runner call it).  Opening and closing DuckDB costs tens of milliseconds,
+and a page makes several accesses in a row.  A process that opted in keeps the file lock
+*and* its connection after an access, for at most ``idle_s`` without use, and gives both
+up within ``_WATCH_S`` as soon as another process waits for the lock (every waiter keeps
+``<db>.waiting`` fresh while it polls; a waiting writer also keeps ``<db>.writer-waiting``
+fresh, as before).  What stays true:
+
+- Only the lock holder has the file open, as before, so a kept connection never reads a
+  stale state: nobody else can have written while it was kept, and after a hand-over the
+  next access opens the file again.
+- A kept connection never holds uncommitted or un-checkpointed work: a transaction
+  commits and then ``CHECKPOINT``s before the connection is kept (as a close would), so a
+  WAL found under the lock still means a process died inside an access
+  (``db/recovery.py``), and a file copy under the lock is complete (``db/backup.py``).
+- Within one process, accesses still run one at a time (``_Holder.mutex``), as the file
+  lock made them before: no transaction ever meets another in DuckDB.
+- A process that never calls ``keep_open`` (tests, tools, the CLI) behaves exactly as
+  before: open, do, close.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,11 +44,14 @@ import duckdb
 import filelock
 
 # Polls of the file lock are short and jittered so that a UI reader and a runner writer
-# that collide do not retry in lock-step.
-_POLL_MIN_S = 0.005
-_POLL_MAX_S = 0.05
-# A writer's marker older than this is stale (its process died while waiting).
+# that collide do not retry in lock-step.  Short, because a process keeping its connection
+# lets go within _WATCH_S of a waiter's mark and the waiter should take over at once.
+_POLL_MIN_S = 0.002
+_POLL_MAX_S = 0.01
+# A waiter's marker older than this is stale (its process died while waiting).
 _WRITER_MARK_FRESH_S = 0.5
+# How often a process keeping its connection looks for a waiter (a stat of two files).
+_WATCH_S = 0.005
 
 
 class DbBusy(RuntimeError):
@@ -45,6 +71,12 @@ def writer_waiting_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".writer-waiting")
 
 
+def waiting_path(db_path: Path) -> Path:
+    """Kept fresh by every process waiting for the lock: a process keeping its connection
+    lets go when it sees it."""
+    return db_path.with_name(db_path.name + ".waiting")
+
+
 def _writer_is_waiting(marker: Path) -> bool:
     try:
         return time.time() - marker.stat().st_mtime < _WRITER_MARK_FRESH_S
@@ -52,16 +84,31 @@ def _writer_is_waiting(marker: Path) -> bool:
         return False
 
 
-def _acquire(lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool) -> None:
+def _someone_waiting(db_path: Path) -> bool:
+    return _writer_is_waiting(waiting_path(db_path)) or _writer_is_waiting(writer_waiting_path(db_path))
+
+
+def _acquire(
+    lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool, waiting: Path | None = None
+) -> None:
     """Poll the lock with jitter until ``timeout_s``.  The file lock is not fair: readers
     polling in a loop can starve a writer.  So a waiting writer keeps a marker file fresh,
-    and readers let a fresh marker's writer go first (within their own timeout)."""
+    and readers let a fresh marker's writer go first (within their own timeout).  Any
+    waiter also keeps ``waiting`` fresh, so that a process keeping its connection lets go.
+    A process that finds ``waiting`` fresh before it touched it (someone else waits, maybe
+    since before our last access) skips its first try: a process in a loop of accesses
+    would otherwise take the lock back the instant it let go, and starve the others."""
     deadline = time.monotonic() + timeout_s
+    polite = waiting is not None and _writer_is_waiting(waiting)
     try:
         while True:
             if writer:
                 marker.touch()
-            if writer or not _writer_is_waiting(marker):
+            if waiting is not None:
+                waiting.touch()
+            if polite:
+                polite = False
+            elif writer or not _writer_is_waiting(marker):
                 try:
                     lock.acquire(timeout=0)
                     return
@@ -73,6 +120,8 @@ def _acquire(lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer:
     finally:
         if writer:
             marker.unlink(missing_ok=True)
+        if waiting is not None:
+            waiting.unlink(missing_ok=True)
 
 
 def _is_foreign_file_lock(exc: duckdb.IOException) -> bool:
@@ -80,23 +129,143 @@ def _is_foreign_file_lock(exc: duckdb.IOException) -> bool:
     return "Could not set lock" in str(exc)
 
 
+# What the app and the runner keep: longer than a page's burst of accesses, short enough
+# that a program ignoring the waiting marker (a raw FileLock, a `duckdb` shell) waits little.
+KEEP_IDLE_S = 0.5
+# Seconds a process keeps its connection unused (0: close after every access).  Set once
+# per process by keep_open(); module state because the lock and the file are per process.
+_keep_idle_s = 0.0
+
+
+def keep_open(idle_s: float) -> None:
+    """From now on, this process keeps its connection (and the lock) between accesses for
+    at most ``idle_s`` unused, and lets go at once when another process waits.  0: close
+    after every access, the default.  Call it in a long-lived process (the app, the
+    runner), not in one that hands the file to raw ``duckdb`` right after an access."""
+    global _keep_idle_s
+    _keep_idle_s = idle_s
+    if idle_s <= 0:
+        release_kept()
+
+
+class _Holder:
+    """This process's access to one DB file: the in-process turn (``mutex``), the file
+    lock and, between accesses while kept, the open connection."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.pid = os.getpid()
+        self.mutex = threading.Lock()
+        # Not per thread: the watcher thread may release what an access thread acquired.
+        self.lock = filelock.FileLock(str(lock_path_for(db_path)), thread_local=False)
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.last_used = 0.0
+        self.watching = False
+
+    def let_go(self) -> None:
+        """Close the connection and release the lock (the caller has ``mutex``)."""
+        if self.con is None:
+            return
+        try:
+            self.con.close()
+        finally:
+            self.con = None
+            self.lock.release()
+
+    def keep(self) -> None:
+        """After an access: keep the connection, and watch for a waiter or the idle limit."""
+        self.last_used = time.monotonic()
+        if not self.watching:
+            self.watching = True
+            threading.Thread(target=self._watch, name=f"db-keep:{self.db_path.name}", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(_WATCH_S)
+            if not self.mutex.acquire(blocking=False):
+                continue  # an access is running; it looks for waiters itself when it ends
+            try:
+                if self.con is not None and (
+                    _someone_waiting(self.db_path) or time.monotonic() - self.last_used >= _keep_idle_s
+                ):
+                    self.let_go()
+                if self.con is None:
+                    self.watching = False
+                    return
+            finally:
+                self.mutex.release()
+
+
+_holders: dict[Path, _Holder] = {}
+_holders_guard = threading.Lock()
+
+
+def _holder_for(db_path: Path) -> _Holder:
+    key = db_path.resolve()
+    with _holders_guard:
+        holder = _holders.get(key)
+        if holder is None or holder.pid != os.getpid():  # a forked child starts afresh
+            holder = _holders[key] = _Holder(db_path)
+        return holder
+
+
+@atexit.register
+def release_kept() -> None:
+    """Close every connection this process keeps (at exit, and when keeping is switched off)."""
+    with _holders_guard:
+        holders = [h for h in _holders.values() if h.pid == os.getpid()]
+    for holder in holders:
+        if holder.mutex.acquire(timeout=5):
+            try:
+                holder.let_go()
+            finally:
+                holder.mutex.release()
+
+
 @contextmanager
 def connect(
     db_path: Path, *, lock_timeout_s: float, read_only: bool = False, writer: bool = False
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Yield a connection held only for the ``with`` block, under the cross-process lock.
-    ``writer=True`` (transactions) gets precedence over readers waiting at the same time."""
+    """Yield a connection for the ``with`` block, under the cross-process lock (kept
+    afterwards if ``keep_open`` is on, see the module's docstring).  ``writer=True``
+    (transactions) gets precedence over readers waiting at the same time."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
-    lock = filelock.FileLock(str(lock_path_for(db_path)))
-    _acquire(lock, lock_timeout_s, marker=writer_waiting_path(db_path), writer=writer)
+    deadline = time.monotonic() + lock_timeout_s
+    holder = _holder_for(db_path)
+    if not holder.mutex.acquire(timeout=lock_timeout_s):
+        raise DbBusy(f"database busy for {lock_timeout_s:.1f}s (another access of this process)")
     try:
-        con = _open(db_path, lock_timeout_s=lock_timeout_s, read_only=read_only)
-        try:
-            yield con
-        finally:
-            con.close()
+        if holder.con is not None and (read_only or _someone_waiting(db_path)):
+            holder.let_go()  # a waiting process goes first; a read-only open needs its own handle
+        if holder.con is None:
+            _acquire(holder.lock, max(0.0, deadline - time.monotonic()), marker=writer_waiting_path(db_path),
+                     writer=writer, waiting=waiting_path(db_path))
+            try:
+                holder.con = _open(db_path, lock_timeout_s=max(0.0, deadline - time.monotonic()),
+                                   read_only=read_only)
+            except BaseException:
+                holder.lock.release()
+                raise
+        yield from _use(holder, holder.con, keep=_keep_idle_s > 0 and not read_only)
     finally:
-        lock.release()
+        holder.mutex.release()
+
+
+def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One access on the holder's connection: a cursor of its own (closed after, so no
+    result outlives the access), then keep or let go.  After an error the connection is
+    not trusted: it is closed."""
+    cursor = con.cursor()
+    failed = True
+    try:
+        yield cursor
+        failed = False
+    finally:
+        cursor.close()
+        if failed or not keep or _someone_waiting(holder.db_path):
+            holder.let_go()
+        else:
+            holder.keep()
 
 
 def _open(db_path: Path, *, lock_timeout_s: float, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -123,3 +292,6 @@ def transaction(db_path: Path, *, lock_timeout_s: float) -> Iterator[duckdb.Duck
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+        if _keep_idle_s > 0:
+            # What a close would do: a kept connection leaves no WAL behind (db/recovery.py).
+            con.execute("CHECKPOINT")

@@ -229,6 +229,108 @@ def _imports(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+@migration(5, "request samples: one Parquet file of per-request data per point")
+def _request_samples(con: duckdb.DuckDBPyConnection) -> None:
+    # A table of its own rather than a column of sweep_points: points are inserted with
+    # their full column list in places (bench/synthetic.py), and most points have no file
+    # (imported ones, clients that give no per-request data).
+    con.execute(
+        """
+        CREATE TABLE request_samples (
+            point_id BIGINT PRIMARY KEY,
+            path VARCHAR NOT NULL,  -- the Parquet file under the attempt directory
+            requests INTEGER NOT NULL  -- its rows: every measured request, failed ones included
+        )
+        """
+    )
+
+
+@migration(6, "watches")
+def _watches(con: duckdb.DuckDBPyConnection) -> None:
+    """Watched configurations (issue 19): a pinned plan re-measured when SGLang changes.
+
+    Only columns that are never updated carry an index (DuckDB rewrites an indexed row on
+    UPDATE), so ``watches.state`` and ``watch_runs.evaluated_at`` stay unindexed: both
+    tables hold one row per watch or per re-measurement, tens to thousands, never the bulk."""
+    con.execute("CREATE SEQUENCE watch_ids START 1")
+    con.execute(
+        """
+        CREATE TABLE watches (
+            id BIGINT PRIMARY KEY DEFAULT nextval('watch_ids'),
+            origin_run_id BIGINT NOT NULL,  -- the run it was watched from
+            name VARCHAR NOT NULL,
+            pinned_plan JSON NOT NULL,  -- the plan as watched, never changed
+            current_plan JSON NOT NULL,  -- the pinned plan translated to current_version
+            current_version VARCHAR,  -- the SGLang version its next re-run uses
+            points JSON NOT NULL,  -- [[scenario, concurrency], ...]: the points that matter
+            created_by VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            state VARCHAR NOT NULL,  -- active | stopped
+            stopped_reason VARCHAR,
+            stopped_by VARCHAR,
+            stopped_at TIMESTAMP,
+            schedule_hours DOUBLE,  -- set by an administrator; NULL: no schedule
+            due_reason VARCHAR,  -- why a re-run is owed (version_change | schedule | on_demand | confirm)
+            due_since TIMESTAMP,
+            last_queued_at TIMESTAMP
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE watch_runs (
+            watch_id BIGINT NOT NULL,
+            run_id BIGINT NOT NULL,
+            reason VARCHAR NOT NULL,  -- origin | version_change | schedule | on_demand | confirm
+            sglang_version VARCHAR,
+            translations JSON NOT NULL,  -- the drift-table rewrites that led to its flags
+            queued_at TIMESTAMP NOT NULL,
+            evaluated_at TIMESTAMP,
+            outcome VARCHAR,  -- measured | failed (no result) | cancelled
+            series_no INTEGER,
+            series_reason VARCHAR,  -- why a new series started here (the comparability verdict)
+            PRIMARY KEY (watch_id, run_id)
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE watch_measurements (
+            watch_id BIGINT NOT NULL,
+            run_id BIGINT NOT NULL,
+            scenario VARCHAR NOT NULL,
+            concurrency INTEGER NOT NULL,
+            metric VARCHAR NOT NULL,
+            sglang_version VARCHAR,
+            measured_at TIMESTAMP NOT NULL,
+            series_no INTEGER NOT NULL,
+            value DOUBLE,  -- the median of the point's repeats
+            repeats INTEGER NOT NULL,
+            spread DOUBLE,  -- max - min of those repeats (NULL with one repeat)
+            baseline DOUBLE,  -- rolling median of the last N comparable measurements
+            band_low DOUBLE,
+            band_high DOUBLE,
+            baseline_runs JSON NOT NULL,
+            change DOUBLE,  -- (value - baseline) / baseline
+            verdict VARCHAR NOT NULL,  -- baseline | ok | suspicious | regression | improvement
+            PRIMARY KEY (watch_id, run_id, scenario, concurrency, metric)
+        )
+        """
+    )
+    con.execute(
+        """
+        CREATE TABLE watch_hosts (
+            runner_id VARCHAR PRIMARY KEY,
+            sglang_version VARCHAR,  -- the version last seen on this runner host
+            seen_at TIMESTAMP NOT NULL
+        )
+        """
+    )
+    # Single-column keys: what DuckDB's index scan serves (an equality filter on one column).
+    con.execute("CREATE INDEX watch_runs_run ON watch_runs (run_id)")
+    con.execute("CREATE INDEX watch_measurements_watch ON watch_measurements (watch_id)")
+
+
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -260,4 +362,6 @@ def migrate(db_path: Path, *, lock_timeout_s: float) -> list[int]:
                 raise
             con.execute("COMMIT")
             applied_now.append(step.number)
+        if applied_now:
+            con.execute("CHECKPOINT")  # a kept connection leaves no WAL behind (db/recovery.py)
     return applied_now

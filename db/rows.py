@@ -224,6 +224,9 @@ class ComparisonPointRow(PointRow):
     gpu_mem_peak_gb: float | None
     kv_usage_peak: float | None
     gpu_clock_event_reasons_max: float | None
+    gpu_clock_event_reasons_any: int | None  # bitwise OR over samples and devices
+    server_prompt_tokens: float | None  # the server's own counts over the measured window
+    server_generation_tokens: float | None
     gpu_unavailable: bool | None
 
 

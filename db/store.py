@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from db import queries as q
 from db.connection import connect, transaction
@@ -100,6 +103,7 @@ class RunnerCapabilities:
     gpu_type: str
     gpu_count: int
     sglang_version: str | None  # None: this host has no real SGLang (demo mode)
+    vllm_version: str | None = None  # None: this host has no real vLLM
 
 
 def _one(row: tuple[Any, ...] | None) -> Any:
@@ -150,7 +154,7 @@ class Store:
         snapshot = plan.configuration_snapshot()
         config_id = configuration_id(snapshot)
         now = utcnow()
-        source = "emulated" if plan.engine == "emulator" else "measured"
+        source = "emulated" if plan.emulated else "measured"
         user = submitted_by.name
         with self._tx() as con:
             require(submitted_by, Action.SUBMIT)
@@ -165,7 +169,7 @@ class Store:
             con.execute(
                 q.INSERT_CONFIGURATION,
                 [
-                    config_id, plan.engine, plan.sglang_version, plan.model, plan.gpu.type, plan.gpu.count,
+                    config_id, plan.engine, plan.engine_version, plan.model, plan.gpu.type, plan.gpu.count,
                     json.dumps(snapshot["topology"]), json.dumps(snapshot["server_args"]),
                     json.dumps(environment or {}), None, now, user,
                 ],
@@ -191,7 +195,8 @@ class Store:
         with self._tx() as con:
             found = con.execute(
                 q.NEXT_CLAIMABLE_RUN,
-                [caps.gpu_type, caps.gpu_count, caps.sglang_version is not None, caps.sglang_version],
+                [caps.gpu_type, caps.gpu_count, caps.sglang_version is not None, caps.sglang_version,
+                 caps.vllm_version is not None, caps.vllm_version],
             ).fetchone()
             if found is None:
                 return None
@@ -364,9 +369,11 @@ class Store:
         self, attempt_id: int, runner_id: str, *, scenario: str, concurrency: int, repeat_idx: int,
         conditions: dict[str, Any], started_at: datetime, finished_at: datetime, metrics: dict[str, Any],
         raw_record: dict[str, Any], telemetry: list[dict[str, Any]], timing: dict[str, Any] | None = None,
+        request_samples: dict[str, Any] | None = None,
     ) -> int | None:
-        """Store one measured point and its telemetry summaries in one transaction.
-        None: the attempt is not benchmarking under this runner any more (a late write)."""
+        """Store one measured point and its telemetry summaries in one transaction; with
+        ``request_samples`` (``{"path", "requests"}``) also where its per-request Parquet
+        file is.  None: the attempt is not benchmarking under this runner any more (a late write)."""
         with self._tx() as con:
             owner = con.execute(q.ATTEMPT_IS_BENCHMARKING, [attempt_id, runner_id]).fetchone()
             if owner is None:
@@ -381,6 +388,9 @@ class Store:
                     [point_id, attempt_id, t["source"], t["device"], t["metric"], t["n"], t["mean"], t["p50"],
                      t["max"], t["note"]] for t in telemetry
                 ])
+            if request_samples is not None:
+                con.execute(q.INSERT_REQUEST_SAMPLES,
+                            [point_id, str(request_samples["path"]), int(request_samples["requests"])])
         return point_id
 
     def cancel_requested_by(self, run_id: int) -> str | None:
@@ -413,9 +423,10 @@ class Store:
                     config["gpu_count"], json.dumps(config["topology"]), json.dumps(config["server_args"], default=str),
                     json.dumps(config["environment"], default=str), None, now, user,
                 ])
-                name = f"{Path(file_name).stem}#{index + 1}"
+                name = config.get("name") or f"{Path(file_name).stem}#{index + 1}"
                 run_ids.append(int(_one(con.execute(q.INSERT_IMPORTED_RUN, [
-                    config_id, name, user, now, f"import:{sha256}:{index}", config["points"], now,
+                    config_id, name, config.get("source", "imported"), user, now, f"import:{sha256}:{index}",
+                    config["points"], now,
                 ]).fetchone())))
             for run_index, point in points:
                 values = [point["metrics"].get(column) for column in METRIC_COLUMNS]
@@ -505,6 +516,21 @@ class Store:
         """One batched read for the compare and checklist pages (each locked open costs ~25 ms)."""
         with self._read() as con:
             return ComparisonPointRow.from_cursor(con.execute(q.POINTS_FOR_COMPARISON, [list(run_ids)]))
+
+    def request_samples(self, point_ids: Sequence[int]) -> dict[int, pd.DataFrame]:
+        """Each point's measured requests (``domain.results.requests.REQUEST_COLUMNS``, one row
+        per request), read from the Parquet file recorded with it.  A point without one, or
+        whose file is gone or unreadable (the work directory is not the database), is
+        absent from the result: never an error."""
+        with self._read() as con:
+            paths = con.execute(q.REQUEST_SAMPLE_PATHS, [list(point_ids)]).fetchall()
+        frames = {}
+        for point_id, path in paths:  # read outside the DB lock: files can be large
+            try:
+                frames[int(point_id)] = pq.read_table(path).to_pandas()
+            except (OSError, pa.ArrowInvalid):
+                continue
+        return frames
 
     def runs_for_picker(self, limit: int = 2000) -> list[PickerRunRow]:
         with self._read() as con:

@@ -7,14 +7,16 @@ for real.  Nothing it produces may pass for a real result: its first log line sa
 
 Modules:
 
-- :mod:`~emulator.launch`: the command line (``python -m emulator``) and
-  start-up/shutdown;
+- :mod:`~emulator.launch`: the command line (``python -m emulator``),
+  start-up/shutdown and the emulated cold start (``--emulate-cold-start-s``);
 - :mod:`~emulator.flags`: SGLang's flags by exact match against the version's
   schema, plus the ``--emulate-*`` options;
 - :mod:`~emulator.config`: resolving flags as SGLang does (auto-sized values);
 - :mod:`~emulator.sizing`: model and GPU-memory arithmetic (KV cell, weights,
-  ``max_total_num_tokens``), separate from ``domain/plan/memory_fit.py`` on purpose;
-- :mod:`~emulator.timing`: step durations (the documented formulas);
+  ``max_total_num_tokens``; re-exported from domain/estimate/sizing.py), separate from
+  ``domain/plan/memory_fit.py`` on purpose;
+- :mod:`~emulator.timing`: step durations: the estimator's model (domain/estimate/step_time.py)
+  with the constants of domain/estimate/calibration.yaml;
 - :mod:`~emulator.scheduler`: the continuous-batching scheduler, a pure state
   machine;
 - :mod:`~emulator.step_loop`: runs the scheduler in real time under asyncio;
@@ -22,6 +24,15 @@ Modules:
 - :mod:`~emulator.server`, :mod:`~emulator.metrics`,
   :mod:`~emulator.tokens`, :mod:`~emulator.startup`: HTTP endpoints,
   Prometheus metrics, tokenizer, log lines and fatal exits.
+
+The vLLM personality (``python -m emulator --emulate-engine vllm --model M ...``) reuses the
+scheduler, step loop, timing model and request plumbing above and adds its own command line
+(:mod:`~emulator.vllm_flags`, against the shipped ``vllm serve`` schemas), sizing
+(:mod:`~emulator.vllm_config`, ``--gpu-memory-utilization`` as vLLM reads it), HTTP surface
+(:mod:`~emulator.vllm_server`), metrics (:mod:`~emulator.vllm_metrics`), log lines and fatal
+exits (:mod:`~emulator.vllm_startup`) and start-up order (:mod:`~emulator.vllm_launch`: the
+port is bound but not listened on until the engine is ready).  Its first log line says that
+it is not vLLM.
 """
 
 from emulator.config import EmulatorConfig, config_from_argv

@@ -11,7 +11,7 @@ a ``PreTrainedTokenizerFast``, which is also all that SGLang's bench_serving nee
 
 - ``tokenizer.json``: the trained byte-level BPE, widened to ``VOCAB_SIZE`` ids;
 - ``tokenizer_config.json``: class, special tokens (bos/eos/pad), max length;
-- ``chat_template.jinja``: a ChatML template, as Qwen models use.
+- ``chat_template.jinja``: a ChatML template, as Qwen models use, with Qwen3's enable_thinking switch.
 
 Byte-level BPE is chosen over a word-level vocabulary so that any text (chat prompts,
 ShareGPT-style text) encodes without unknown tokens.
@@ -40,7 +40,7 @@ BOS, EOS = "<|startoftext|>", "<|endoftext|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [EOS, BOS, IM_START, IM_END]
 # Bumped when the corpus or trainer settings change, so a stale directory is rebuilt.
-BUILD_VERSION = 2
+BUILD_VERSION = 3
 
 _ONSETS = ["", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
            "br", "ch", "cl", "dr", "gr", "pl", "sh", "st", "th", "tr"]
@@ -56,7 +56,9 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
+    "{% endif %}"
 )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from domain.estimate.constants import calibration_for
 from emulator import sizing
 from emulator.flags import EmulateOptions, ParsedFlags, parse_flags
 from emulator.scheduler import SchedulerLimits
@@ -181,9 +182,10 @@ def resolve(flags: ParsedFlags, constants: TimingConstants | None = None) -> Emu
     running = sizing.default_max_running_requests(
         memory.max_total_num_tokens, context_len, requested_running, attn_dp) if memory.max_total_num_tokens > 0 else 0
     weight_bytes = sizing.weight_bytes_per_gpu(model, args.get("quantization"), tp) * tp / model.total_params
+    calibration = calibration_for(gpu)  # SGLang's constants: the emulator stands in for SGLang
     timing = TimingModel(model=model, gpu=gpu, tp_size=tp, cell_bytes=memory.kv_cell_bytes,
-                         weight_bytes=weight_bytes, cuda_graph_max_bs=graph_bs,
-                         constants=constants or TimingConstants())
+                         weight_bytes=weight_bytes, cuda_graph_max_bs=graph_bs, ceilings=calibration.ceilings,
+                         constants=constants or calibration.constants)
     return EmulatorConfig(
         flags=flags, model=model, gpu=gpu, gpu_count=gpu_count, tp_size=tp, dp_size=dp, pp_size=pp,
         attn_dp_size=attn_dp, context_len=context_len, chunked_prefill_size=chunked,

@@ -30,6 +30,9 @@ DEFAULT_SGLANG_VERSION = "0.5.23"
 PROG = "launch_server.py"
 
 EMULATE_HELP = {
+    "cold-start-s": "Emulated cold start: the first S wall seconds of forward steps run slower (lazy JIT/first-use "
+                    "warm-up). Default 0 (off). Parsed by emulator/launch.py before the SGLang flags.",
+    "cold-start-factor": "How much slower the cold start runs (>= 1). Default 10.",
     "gpu": "GPU type to emulate (H200, H100, H20, B200, A100). Default H200.",
     "gpu-count": "Number of emulated GPUs on the host. Default: tp × dp × pp of the flags.",
     "time-scale": "Slow-motion factor S ≥ 1 applied to every emulated duration; bench figures come out "
@@ -162,6 +165,8 @@ def _add_emulate_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--emulate-gpu", help=EMULATE_HELP["gpu"])
     group.add_argument("--emulate-gpu-count", type=int, help=EMULATE_HELP["gpu-count"])
     group.add_argument("--emulate-time-scale", type=_positive_float, help=EMULATE_HELP["time-scale"])
+    group.add_argument("--emulate-cold-start-s", type=float, help=EMULATE_HELP["cold-start-s"])
+    group.add_argument("--emulate-cold-start-factor", type=float, help=EMULATE_HELP["cold-start-factor"])
     group.add_argument("--emulate-startup-s", type=float, help=EMULATE_HELP["startup-s"])
     group.add_argument("--emulate-sglang-version", help=EMULATE_HELP["sglang-version"])
     group.add_argument("--emulate-schema-dir", type=Path, help=EMULATE_HELP["schema-dir"])

@@ -7,12 +7,27 @@ the running ones (with no time limit, as SGLang does) and exits 0; a second sign
 at once.  Exit statuses: 0 after a drain, 1 for a configuration SGLang refuses (unknown
 model, too few GPUs) or a port in use, 2 for an unknown or invalid flag (argparse), −9
 (SIGKILL of itself) for a fatal start-up error or an injected crash, as SGLang's launcher.
+
+Emulated cold start (default off), read here before the SGLang flags are parsed:
+
+* ``--emulate-cold-start-s S`` (or ``BENCHDECK_EMULATE_COLD_START_S``): the first ``S``
+  wall seconds of forward steps after launch (idle time not counted) run slower, as a
+  fresh SGLang server's first batches do while kernels compile lazily (Triton/JIT) and
+  graphs and caches warm up on first use.  A sweep whose first point runs in that window
+  measures a cold first point (tests/fixtures/cold_first_point/ is one).
+* ``--emulate-cold-start-factor F`` (or ``BENCHDECK_EMULATE_COLD_START_FACTOR``), F ≥ 1:
+  how much slower, default :data:`emulator.step_loop.DEFAULT_COLD_FACTOR`.
+
+Both stay on the command line the server reports (``launch_command`` in ``/server_info``),
+so a record measured against a cold emulator says so; the log says when the cold phase
+starts and ends.  The flag wins over the environment variable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shlex
 import signal
 import socket
@@ -20,6 +35,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -30,7 +46,7 @@ from emulator.metrics import Metrics
 from emulator.predict import steady_state
 from emulator.scheduler import Scheduler
 from emulator.server import ServerState, build_app
-from emulator.step_loop import StepLoop
+from emulator.step_loop import DEFAULT_COLD_FACTOR, ColdStart, StepLoop
 from emulator.tokens import TokenText, ensure_tokenizer
 
 PROCESS_START = time.time()  # /server_info's startup_time counts from here, as SGLang's does
@@ -48,6 +64,45 @@ def port_available(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+COLD_OPTIONS = {"--emulate-cold-start-s": "COLD_START_S", "--emulate-cold-start-factor": "COLD_START_FACTOR"}
+
+
+def _take_option(argv: list[str], flag: str) -> str | None:
+    """Remove ``flag VALUE`` / ``flag=VALUE`` from ``argv``; its value (the last one given)."""
+    value, i = None, 0
+    while i < len(argv):
+        if argv[i] == flag:
+            if i + 1 >= len(argv):
+                _usage_error(f"argument {flag}: expected one argument")
+            value = argv[i + 1]
+            del argv[i:i + 2]
+        elif argv[i].startswith(flag + "="):
+            value = argv.pop(i).split("=", 1)[1]
+        else:
+            i += 1
+    return value
+
+
+def _usage_error(message: str) -> NoReturn:
+    print(f"{PROG}: error: {message}", file=sys.stderr)  # argparse's wording and status
+    raise SystemExit(2)
+
+
+def cold_start_options(argv: Sequence[str]) -> tuple[ColdStart | None, list[str]]:
+    """The emulated cold start the command line (or environment) asks for, and the argv left
+    for :func:`emulator.flags.parse_flags`.  None when ``--emulate-cold-start-s`` is absent or 0."""
+    rest = list(argv)
+    raw = {flag: _take_option(rest, flag) or os.environ.get("BENCHDECK_EMULATE_" + env) or None
+           for flag, env in COLD_OPTIONS.items()}
+    try:
+        seconds = float(raw["--emulate-cold-start-s"] or 0.0)
+        factor = float(raw["--emulate-cold-start-factor"] or DEFAULT_COLD_FACTOR)
+        cold = ColdStart(seconds, factor)
+    except ValueError as exc:
+        _usage_error(f"argument --emulate-cold-start-s/--emulate-cold-start-factor: {exc}")
+    return (cold if cold.seconds > 0 else None), rest
 
 
 def tokenizer_dir(flags: ParsedFlags) -> Path:
@@ -152,10 +207,13 @@ def _install_signals(state: ServerState, stop: asyncio.Event) -> None:
         loop.add_signal_handler(signum, on_signal, signum)
 
 
-async def serve(cfg: EmulatorConfig, tokens: TokenText, launch_command: str) -> int:
+async def serve(cfg: EmulatorConfig, tokens: TokenText, launch_command: str, cold: ColdStart | None = None) -> int:
     await load_model(cfg)
-    step_loop = StepLoop(Scheduler(cfg.timing, cfg.scheduler_limits()), cfg.time_scale)
+    step_loop = StepLoop(Scheduler(cfg.timing, cfg.scheduler_limits()), cfg.time_scale, cold)
     step_loop.step_hooks.append(startup.BatchLog(cfg, step_loop.scheduler))
+    if cold is not None:
+        startup.log(startup.cold_start_line(cold), scheduler=False)
+        step_loop.step_hooks.append(startup.ColdStartLog(cold))
     metrics = Metrics(cfg, step_loop) if cfg.args.get("enable_metrics") else None
     state = ServerState(cfg=cfg, step_loop=step_loop, tokens=tokens, metrics=metrics, launch_command=launch_command,
                         on_crash=crash, started_at=PROCESS_START)
@@ -192,9 +250,27 @@ async def serve(cfg: EmulatorConfig, tokens: TokenText, launch_command: str) -> 
     return 0
 
 
+ENGINES = ("sglang", "vllm")
+
+
+def take_engine(argv: list[str]) -> str:
+    """``--emulate-engine sglang|vllm`` (or ``BENCHDECK_EMULATE_ENGINE``), removed from ``argv``
+    for the SGLang parser; the vLLM parser reads it from the whole command line."""
+    engine = _take_option(list(argv), "--emulate-engine") or os.environ.get("BENCHDECK_EMULATE_ENGINE") or "sglang"
+    if engine not in ENGINES:
+        _usage_error(f"argument --emulate-engine: invalid choice: {engine!r} (choose from {', '.join(ENGINES)})")
+    return engine
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    flags = parse_flags(argv)  # exits 2 on an unknown or invalid flag
+    if take_engine(argv) == "vllm":
+        from emulator.vllm_launch import main as vllm_main  # the SGLang path never imports it
+
+        return vllm_main(argv)
+    _take_option(argv, "--emulate-engine")  # "sglang": today's emulator
+    cold, sglang_argv = cold_start_options(argv)  # exits 2 on an invalid value
+    flags = parse_flags(sglang_argv)  # exits 2 on an unknown or invalid flag
     explicit = ", ".join(f"{k}={flags.args[k]!r}" for k in sorted(flags.explicit))
     startup.banner(f"server_args=ServerArgs({explicit}) (emulated SGLang {flags.schema_version})")
     try:
@@ -214,4 +290,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg.max_running_requests > 0:
         _cpu_warning(cfg)
     command = shlex.join([sys.executable, "-m", "emulator", *argv])
-    return asyncio.run(serve(cfg, TokenText(directory), command))
+    return asyncio.run(serve(cfg, TokenText(directory), command, cold))

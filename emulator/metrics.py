@@ -89,11 +89,17 @@ class StatsReporter:
         self.last_gen_throughput = 0.0
         self._decode_mark: tuple[float | None, int] = (None, 0)  # last decode report: time, tokens
         self._retractions = 0
+        # sglang:cuda_graph_passes_total by decode mode: SGLang raises it on every decode
+        # batch (batch_result_processor.py), in a graph when the batch fits the captured sizes.
+        self.decode_passes = {"decode_cuda_graph": 0, "decode_none": 0}
 
     def observe_step(self, step: Step, now: float) -> None:
         if step.kind == "prefill":
             self._report_prefill(step, now)
             return
+        graph_max = self.cfg.cuda_graph_max_bs
+        in_graph = graph_max is not None and len(step.decoders) <= graph_max
+        self.decode_passes["decode_cuda_graph" if in_graph else "decode_none"] += 1
         self.decodes += 1
         if self.decodes % self.interval == 0:
             self._report_decode(step, now)
@@ -155,9 +161,28 @@ class _Gauges(Collector):
         yield self._gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", stats.cache_hit_rate)
         yield self._gauge("sglang:gen_throughput", "The generation throughput (token/s).", stats.gen_throughput)
         yield self._gauge("sglang:num_retracted_reqs", "The number of retracted requests.", stats.num_retracted_reqs)
+        yield from self._counters()
         yield self._gauge("sglang:kv_cache_memory_usage_gb", "KV cache memory (GB).", self.cfg.memory.kv_gb)
         yield self._gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.", 0)
         yield from self._emulator_series()
+
+    def _counters(self) -> Iterator[Metric]:
+        """The scheduler's counters as SGLang 0.5.23 exports them: a series appears with its
+        first increment (a labelled prometheus Counter), so a mode that never ran has none."""
+        retracted = self.step_loop.scheduler.counters.retractions
+        if retracted:
+            family = CounterMetricFamily("sglang:num_retracted_requests", "Total number of retracted requests.",
+                                         labels=list(self.labels))
+            family.add_metric(list(self.labels.values()), retracted)
+            yield family
+        passes = {mode: n for mode, n in self.reporter.decode_passes.items() if n}
+        if passes:
+            family = CounterMetricFamily("sglang:cuda_graph_passes",
+                                         "Total number of forward passes categorized by CUDA graph.",
+                                         labels=[*self.labels, "mode"])
+            for mode, n in passes.items():
+                family.add_metric([*self.labels.values(), mode], n)
+            yield family
 
     def _emulator_series(self) -> Iterator[Metric]:
         scale = GaugeMetricFamily("benchdeck_emulator_time_scale", "Slow-motion factor of the emulated engine.")

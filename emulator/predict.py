@@ -12,12 +12,15 @@ as in the live engine, which plans that step before the client's next request re
 Figures are bench_serving's definitions (``duration`` from first dispatch to last
 completion, TPOT = (latency − TTFT)/(OSL − 1)), in wall seconds: device time × the time
 scale ``S``.  :func:`steady_state` is the closed form for the synchronised rounds a
-fixed-length sweep settles into, useful to reason about curves::
+fixed-length sweep settles into, useful to reason about curves; it is the estimator's
+(:func:`domain.estimate.estimator.estimate_point`) on this configuration::
 
-    B        = min(C, max_running_requests)          batch that runs together
-    TTFT     ≈ S · Σ_chunks t_prefill(chunk of the B prompts)
-    TPOT     ≈ S · t_decode(B, B·(ISL + OSL/2))
-    out tok/s ≈ B·OSL / (TTFT + (OSL − 1)·TPOT)      (flat once C ≥ max_running_requests)
+    B        = min(C, max_running_requests, KV-pool capacity)   batch that runs together
+    first_i  = end of the prefill step that completes prompt i   (steps: SGLang's PrefillAdder)
+    round    = Σ_steps t_prefill + (OSL − 1) · t_decode(B, B·(ISL + OSL/2))
+    TTFT     ≈ S · median_i first_i
+    TPOT     ≈ S · median_i (round − first_i) / (OSL − 1)
+    out tok/s ≈ B·OSL / round                         (flat once C ≥ max_running_requests)
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from domain.estimate.constants import calibration_for
+from domain.estimate.estimator import Setup, estimate_point
 from emulator.config import EmulatorConfig, config_from_argv
 from emulator.scheduler import Request, Scheduler
 
@@ -112,22 +117,20 @@ def _summarise(cfg: EmulatorConfig, done: list[Request], isl: int, osl: int, con
     )
 
 
-def steady_state(isl: int, osl: int, concurrency: int, flags: EmulatorConfig | Sequence[str]) -> dict[str, float]:
-    """The closed form of the module docstring (synchronised rounds of B requests)."""
+def estimator_setup(cfg: EmulatorConfig) -> Setup:
+    """The estimator's view of a resolved emulator configuration (same timing, same limits)."""
+    return Setup(timing=cfg.timing, chunked_prefill_size=cfg.chunked_prefill_size,
+                 max_prefill_tokens=cfg.max_prefill_tokens, max_running_requests=cfg.max_running_requests,
+                 kv_pool_tokens=cfg.max_total_num_tokens, dp_size=1, calibration=calibration_for(cfg.gpu))
+
+
+def steady_state(isl: int, osl: int, concurrency: int, flags: EmulatorConfig | Sequence[str]) -> dict[str, Any]:
+    """The closed form of the module docstring: the estimator's own (domain.estimate.estimator)."""
     cfg = _config(flags)
-    batch = max(1, min(concurrency, cfg.max_running_requests))
-    budget = cfg.chunked_prefill_size if cfg.chunked_prefill_size > 0 else cfg.max_prefill_tokens
-    total, ttft = batch * isl, 0.0
-    done = 0
-    while done < total:
-        take = min(budget, total - done)
-        ttft += cfg.timing.prefill_step_s([(take, done // batch)])
-        done += take
-    tpot = cfg.timing.decode_step_s(batch, batch * (isl + osl // 2))
+    est = estimate_point(estimator_setup(cfg), isl, osl, concurrency)
     s = cfg.time_scale
-    round_s = ttft + (osl - 1) * tpot
-    return {"batch": batch, "ttft_ms": ttft * s * 1e3, "tpot_ms": tpot * s * 1e3,
-            "output_throughput": batch * osl / (round_s * s)}
+    return {"batch": est.batch, "ttft_ms": est.ttft_ms * s, "tpot_ms": est.tpot_ms * s,
+            "output_throughput": est.output_tok_s / s, "bound": est.bound}
 
 
 _THROUGHPUT_KEYS = ("request_throughput", "input_throughput", "output_throughput", "total_throughput",

@@ -12,10 +12,13 @@ The policy mirrors SGLang's default scheduler (FCFS, chunked prefill, no mixed c
 1. **Prefill first.**  If a request is part-way through a chunked prefill, or requests
    wait and the batch has room, the step is a prefill step; running decodes pause for it
    (with ``--enable-mixed-chunk`` they ride along as one-token chunks).
-2. **Token budget.**  A prefill step takes at most ``chunked_prefill_size`` new tokens
-   (``max_prefill_tokens`` when chunking is disabled with -1, in which case a longer
-   prompt is admitted only alone, unchunked).  A prompt longer than what is left of the
-   budget is chunked; its remaining chunks go first in the following steps.
+2. **Token budgets** (:class:`~domain.estimate.prefill.PrefillBudget`, SGLang's ``PrefillAdder``).  A prefill step
+   takes at most ``chunked_prefill_size`` new tokens: a prompt longer than what is left of
+   it is chunked, and its remaining chunks go first in the following steps.
+   ``max_prefill_tokens`` only stops admission once spent (a prompt that fits the chunk
+   joins whole even past it).  With chunking disabled (-1) the first prompt of a step joins
+   whole whatever its length, a later one only if shorter than what is left of
+   ``max_prefill_tokens``.
 3. **Admission.**  A waiting request is admitted (FCFS, head-of-line blocking) while fewer
    than ``max_running_requests`` run and its reservation fits the KV pool:
    ``Σ reserved + prompt + min(max_new_tokens, CLIP) ≤ max_total_num_tokens`` (SGLang
@@ -31,7 +34,9 @@ Not modelled: data-parallel replicas (``--dp-size``) and attention-DP ranks run 
 scheduler over one GPU's KV pool (their memory arithmetic is still applied), speculative
 decoding, and priority or cache-aware (``lpm``) ordering, which all behave as FCFS here.
 
-The first output token is produced by the step that completes the prefill; a request ends
+The first output token is produced, and streamed, by the step that completes the prefill
+(SGLang: ``process_batch_result_prefill`` → ``stream_output`` in
+sglang/srt/managers/scheduler_components/batch_result_processor.py); a request ends
 after ``stop_after`` tokens (``max_new_tokens``, or an earlier emulated EOS when the
 request does not set ``ignore_eos``).
 """
@@ -42,6 +47,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from domain.estimate.prefill import PrefillBudget
 from emulator.timing import TimingModel
 
 CLIP_MAX_NEW_TOKENS = 4096
@@ -202,13 +208,15 @@ class Scheduler:
         return True
 
     # -- planning ----------------------------------------------------------------------------
-    def _budget(self) -> int:
+    def _budget(self) -> PrefillBudget:
         chunk = self.limits.chunked_prefill_size
-        return min(chunk, self.limits.max_prefill_tokens) if chunk > 0 else self.limits.max_prefill_tokens
+        # --enable-mixed-chunk: the decodes riding along take their rows out of both budgets.
+        mixing = self.limits.mixed_chunk and chunk > 0  # SGLang's is_mixed_chunk needs chunking on
+        riders = sum(1 for r in self.running if r.prefilled >= r.prefill_target) if mixing else 0
+        return PrefillBudget(self.limits.max_prefill_tokens - riders, chunk - riders if chunk > 0 else None)
 
-    def _admit(self, budget: int, chunks: list[tuple[Request, int]]) -> None:
-        chunking = self.limits.chunked_prefill_size > 0
-        while self.waiting and budget > 0 and len(self.running) < self.limits.max_running_requests:
+    def _admit(self, budget: PrefillBudget, chunks: list[tuple[Request, int]]) -> None:
+        while self.waiting and not budget.spent() and len(self.running) < self.limits.max_running_requests:
             req = self.waiting[0]
             need = min(req.reservation, self.limits.max_total_num_tokens)
             if self.reserved + need > self.limits.max_total_num_tokens:
@@ -216,16 +224,14 @@ class Scheduler:
             cached = min(self.cache.match(req.page_keys), req.prefill_target - 1)
             # KV handed over by a prefill server is in the pool already: not recomputed.
             ready = max(cached, min(req.transferred, req.prefill_target - 1))
-            remaining = req.prefill_target - ready
-            if not chunking and remaining > budget and chunks:
-                break  # an unchunked long prompt only goes alone
+            take = budget.take(req.prefill_target - ready, first=not chunks)
+            if take == 0:
+                break  # an unchunked prompt that does not fit what is left waits for the next step
             self.waiting.popleft()
             req.cached, req.prefilled = max(req.cached, cached), ready
             self.running.append(req)
             self.reserved += need
-            take = remaining if not chunking else min(remaining, budget)
             chunks.append((req, take))
-            budget -= take
 
     def _retract_if_full(self) -> None:
         decoding = [r for r in self.running if r.prefilled >= r.prefill_target]
@@ -242,10 +248,10 @@ class Scheduler:
         chunks: list[tuple[Request, int]] = []
         budget = self._budget()
         for req in self.running:  # a chunked prefill in progress continues first
-            if req.prefilled < req.prefill_target and budget > 0:
-                take = min(req.prefill_target - req.prefilled, budget)
-                chunks.append((req, take))
-                budget -= take
+            if req.prefilled < req.prefill_target:
+                take = budget.take(req.prefill_target - req.prefilled, first=not chunks)
+                if take > 0:
+                    chunks.append((req, take))
         self._admit(budget, chunks)
         in_prefill = {id(r) for r, _ in chunks}
         if not chunks:

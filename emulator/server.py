@@ -66,6 +66,7 @@ class GenInput:
     ignore_eos: bool
     rid: str
     transferred: int = 0  # decode side of PD: prompt tokens whose KV came from the prefill server
+    thinking: bool = False  # a chat request with enable_thinking true: the model reasons before answering
 
 
 class BadRequest(ValueError):
@@ -127,13 +128,25 @@ def _check_lengths(cfg: EmulatorConfig, prompt_len: int, max_new: int) -> None:
 
 
 def _gen_input(state: ServerState, prompt_ids: list[int], max_new: Any, ignore_eos: Any,
-               rid: Any) -> GenInput:
+               rid: Any, thinking: bool = False) -> GenInput:
     if max_new is None:
         max_new = state.cfg.context_len - len(prompt_ids)
     if not isinstance(max_new, int) or max_new < 1:
         raise BadRequest(f"max_new_tokens must be a positive integer, got {max_new!r}")
     _check_lengths(state.cfg, len(prompt_ids), max_new)
-    return GenInput(prompt_ids, max_new, bool(ignore_eos), str(rid) if rid else uuid.uuid4().hex)
+    return GenInput(prompt_ids, max_new, bool(ignore_eos), str(rid) if rid else uuid.uuid4().hex, thinking=thinking)
+
+
+def _enable_thinking(body: dict[str, Any]) -> bool | None:
+    """``chat_template_kwargs.enable_thinking`` of a chat request (None when not given), read
+    as a Jinja template reads it: any value but false/null counts as true."""
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is None:
+        return None
+    if not isinstance(kwargs, dict):
+        raise BadRequest("chat_template_kwargs must be a JSON object")
+    value = kwargs.get("enable_thinking")
+    return None if value is None else bool(value)
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -185,7 +198,8 @@ async def _run(state: ServerState, gen: GenInput, stream: bool = False) -> Async
         raise BadRequest("The server is shutting down.")
     _check_faults(state)
     seed = TokenText.seed(gen.prompt_ids)
-    stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, state.tokens.natural_length(seed))
+    natural = state.tokens.natural_length(seed) + (state.tokens.thinking_length(seed) if gen.thinking else 0)
+    stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, natural)
     req = Request(rid=gen.rid, prompt_ids=gen.prompt_ids, max_new_tokens=gen.max_new_tokens,
                   stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred,
                   stream=stream)
@@ -354,16 +368,19 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise BadRequest("messages must be a non-empty list")
-            prompt = state.tokens.encode(state.tokens.chat_prompt(messages))
+            enable_thinking = _enable_thinking(body)
+            prompt = state.tokens.encode(state.tokens.chat_prompt(messages, enable_thinking))
             max_new = body.get("max_completion_tokens") or body.get("max_tokens")
         else:
             raw = body.get("prompt")
             ids = raw if isinstance(raw, list) and raw and not isinstance(raw[0], str) else None
             prompt = _prompt_ids(state.tokens, None if ids is not None else raw, ids)
             max_new = body.get("max_tokens", 16)
+            enable_thinking = None  # a completion request renders no template
         if int(body.get("n") or 1) != 1:
             raise BadRequest("n > 1 is not supported by the emulator")
-        gen = _gen_input(state, prompt, max_new, body.get("ignore_eos"), body.get("rid"))
+        gen = _gen_input(state, prompt, max_new, body.get("ignore_eos"), body.get("rid"),
+                         thinking=enable_thinking is True)
     except BadRequest as exc:
         return _error(str(exc))
     rid = ("chatcmpl-" if chat else "cmpl-") + gen.rid

@@ -31,6 +31,7 @@ from typing import NoReturn
 
 from emulator.config import EmulatorConfig
 from emulator.scheduler import Scheduler, Step
+from emulator.step_loop import ColdStart
 
 BANNER = ("[benchdeck emulator] this is NOT SGLang: an emulated engine (emulator) that speaks "
           "SGLang's HTTP protocol; its timings come from a model, not a GPU")
@@ -227,3 +228,27 @@ class BatchLog:
         log(f"Decode batch, #running-req: {len(step.decoders)}, #token: {sched.kv_used()}, "
             f"token usage: {self._usage()}, cuda graph: {graph}, "
             f"gen throughput (token/s): {(tokens - n0) / max(wall - t0, 1e-9):.2f}, #queue-req: {len(sched.waiting)}")
+
+
+# -- emulated cold start -------------------------------------------------------------------------
+
+
+def cold_start_line(cold: ColdStart) -> str:
+    """Logged at start-up when ``--emulate-cold-start-s`` is given: the slowdown is emulated."""
+    return (f"[benchdeck emulator] emulated cold start: the first {cold.seconds:g} s of forward steps run "
+            f"{cold.factor:g}x slower (a fresh server's lazy kernel compilation and first-use warm-up)")
+
+
+class ColdStartLog:
+    """A step hook that logs once, when the emulated cold phase is over."""
+
+    def __init__(self, cold: ColdStart) -> None:
+        self.cold = cold
+        self.logged = False
+
+    def __call__(self, step: Step, now: float) -> None:
+        if self.logged or not self.cold.over:
+            return
+        self.logged = True
+        log(f"[benchdeck emulator] emulated cold start over: {self.cold.slowed_steps} forward steps ran "
+            f"{self.cold.factor:g}x slower in {self.cold.seconds:g} s", scheduler=False)

@@ -5,6 +5,16 @@ bench_serving re-tokenizes the generated text to report
 byte-level BPE tokens of the form " word" (a leading space and ASCII letters), each of
 which encodes back to itself, so ``len(encode(decode(ids))) == len(ids)``.  Which tokens
 a request gets is a deterministic function of its prompt.
+
+Thinking mode follows Qwen3's chat template (see domain/plan/thinking.py): a chat request
+with ``chat_template_kwargs.enable_thinking`` false gets the empty reasoning block the
+template closes after the generation prompt; with true, the emulated model reasons
+before it answers, so a generation that may stop at EOS runs
+:meth:`TokenText.thinking_length` tokens longer.  Without the keyword the toy model does
+not reason (Qwen3's own default is to reason; the toy template's is not).  The reasoning
+is emitted as the same round-tripping " word" tokens as the answer: ``<think>`` is not a
+single token of the toy tokenizer, and a tag split into pieces would not re-tokenize to
+the count the server reports.
 """
 
 from __future__ import annotations
@@ -20,6 +30,11 @@ from tokenizers import Tokenizer
 
 # Mean length of a generation that is allowed to stop at EOS (requests without ignore_eos).
 NATURAL_EOS_MEAN = 256
+# Mean length of the emulated reasoning before the answer (thinking mode on): an emulator
+# constant that makes the effect visible, not a measurement of any model.
+THINKING_MEAN = 512
+# What Qwen3's template appends after "<|im_start|>assistant\n" when enable_thinking is false.
+EMPTY_THINK_BLOCK = "<think>\n\n</think>\n\n"
 
 
 def ensure_tokenizer(directory: Path) -> bool:
@@ -82,12 +97,19 @@ class TokenText:
         """Where an emulated EOS falls: 1 … 2·NATURAL_EOS_MEAN, fixed by the prompt."""
         return 1 + (seed >> 7) % (2 * NATURAL_EOS_MEAN)
 
-    def chat_prompt(self, messages: Sequence[dict[str, Any]]) -> str:
-        """ChatML, as in the tokenizer's chat_template.jinja, with the generation prompt."""
+    def thinking_length(self, seed: int) -> int:
+        """How long the emulated model reasons before answering: 1 … 2·THINKING_MEAN, fixed by
+        the prompt (other bits of the seed than :meth:`natural_length`'s)."""
+        return 1 + (seed >> 17) % (2 * THINKING_MEAN)
+
+    def chat_prompt(self, messages: Sequence[dict[str, Any]], enable_thinking: bool | None = None) -> str:
+        """ChatML with the generation prompt, as in the tokenizer's chat_template.jinja; with
+        ``enable_thinking`` false, Qwen3's empty reasoning block after it."""
         parts = []
         for message in messages:
             content = message.get("content") or ""
             if isinstance(content, list):  # OpenAI content parts
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
             parts.append(f"<|im_start|>{message.get('role', 'user')}\n{content}<|im_end|>\n")
-        return "".join(parts) + "<|im_start|>assistant\n"
+        closed = EMPTY_THINK_BLOCK if enable_thinking is False else ""
+        return "".join(parts) + "<|im_start|>assistant\n" + closed

@@ -1,11 +1,21 @@
 """Build and queue: start from a preset, a previous run or a plan YAML; turn the seed's
 levers; see validation, drift translations, rule risk, memory fit and the exact command
-update as you edit; submit through a form (idempotent) and land on the run.
+update as you edit; queue through the form at the end of the page, once per form instance
+(the key is the instance's, so clicks, however close, queue one run), then open the run or
+queue another.
 
 This script is the page's layout and its live checks.  The form's state lives in
 ``pages/parts/build_form.py``, the flag widgets in ``pages/parts/flag_widgets.py`` and
 the topology editor in ``pages/parts/topology_editor.py``.  Widgets are live (outside the
-form) so that checks follow every edit; the submission itself is the form at the bottom.
+form) so that checks follow every edit; the submission itself is the form at the bottom,
+with whatever blocks it named beside its button.  An error that names a field is also
+drawn right under that field's widget (``pages/parts/build_field_errors.py``).
+
+With a vLLM engine (issue 18) the page swaps in vLLM's version list, one widget per knob of
+``domain/flags/data/knobs.yaml`` and the search over that version's flags
+(``pages/parts/vllm_levers.py``), the carry-over of the form's SGLang flags
+(``pages/parts/vllm_carry.py``), and checks from the vLLM schema; the SGLang flags are kept
+aside meanwhile, and the client backend is the plan's ``vllm``.
 """
 
 from __future__ import annotations
@@ -18,38 +28,60 @@ from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.flags.policy import DEFAULT_POLICY_PATH
+from domain.flags.risk import RiskReport
 from domain.flags.schema import known_versions, load_schema, version_key
+from domain.flags.vllm_schema import assess_vllm_risk, known_vllm_versions, load_vllm_schema, validate_vllm_args
 from domain.plan.checks import (
     check_plan,
     context_length_errors,
     default_backend_warnings,
     role_checks,
     schema_version_for,
+    thinking_checks,
+    vllm_version_for,
 )
 from domain.plan.command import command_preview
 from domain.plan.estimate import plan_seconds
 from domain.plan.flag_report import ConfigCheck
 from domain.plan.form_input import readable_problems
+from domain.plan.naming import slug
 from domain.plan.placeholder_commands import router_command, worker_command
 from domain.plan.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
 from domain.plan.presets import CONFIG_PRESETS, GPUS, config_preset, preset_plan, quick_demo_plan
 from domain.plan.quotas import QuotaExceeded
-from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
+from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, Engine, RunPlan
+from domain.plan.thinking import CHAT_BACKEND
 from domain.plan.topology import layout
 from domain.plan.topology_drawing import role_name
 from pages.parts.auth import can, current_actor
+from pages.parts.build_field_errors import (
+    CUSTOM_SCENARIO_SLOT,
+    FieldErrors,
+    flag_errors,
+    merged,
+    problem_errors,
+    scenario_length_errors,
+    show_field_errors,
+    slot_under,
+    start_slots,
+)
 from pages.parts.build_form import (
-    IDEMPOTENCY_KEY,
     LOADED_FROM,
     assembled_mapping,
     init_state,
     keep_draft,
     load_plan_into_form,
+    queued_run,
+    remember_queued,
     reset_idempotency_key,
+    submission_key,
+    vllm_engine,
 )
 from pages.parts.common import cached_runners, clear_run_caches, current_language, db_guard, localised_choice, store
-from pages.parts.flag_widgets import SERVER_ARGS, advanced_section, apply_translation, levers_section
+from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, advanced_section, apply_translation, levers_section
 from pages.parts.topology_editor import topology_section
+from pages.parts.vllm_carry import carry_section
+from pages.parts.vllm_levers import vllm_advanced_section, vllm_levers_section
 
 lang = current_language()
 settings = get_settings()
@@ -73,7 +105,7 @@ def start_from_section() -> None:
         try:
             plan = load_plan(uploaded.getvalue().decode("utf-8", errors="replace"), max_bytes=settings.max_plan_bytes)
         except PlanError as exc:
-            c3.error(t("build.upload_bad", lang) + "\n\n" + "\n".join(f"- {p}" for p in exc.problems))
+            c3.error(t("build.upload_bad", lang) + "\n\n" + "\n".join(f"- {p.text(lang)}" for p in exc.problems))
         else:
             load_plan_into_form(plan, f"file:{uploaded.file_id}")
             st.rerun()
@@ -88,26 +120,63 @@ def benchmark_section() -> None:
     c1, c2 = st.columns(2)
     c1.multiselect(t("build.scenarios", lang), list(SCENARIO_PRESETS), key="b.scenarios",
                    format_func=lambda k: f"{k} ({SCENARIO_PRESETS[k].input_len}/{SCENARIO_PRESETS[k].output_len})")
+    slot_under(c1, "b.scenarios")
     custom = c1.toggle(t("build.custom_scenario", lang), key="b.custom_on")
     if custom:
         cc1, cc2 = c1.columns(2)
         cc1.number_input("ISL", min_value=1, max_value=1_000_000, value=2000, key="b.custom_isl")
         cc2.number_input("OSL", min_value=1, max_value=1_000_000, value=500, key="b.custom_osl")
+        slot_under(c1, CUSTOM_SCENARIO_SLOT)
     c2.text_input(t("build.concurrency", lang), key="b.concurrency",
                   help=t("build.concurrency_help", lang, default=", ".join(map(str, DEFAULT_CONCURRENCY))))
+    slot_under(c2, "b.concurrency")
     cc1, cc2, cc3 = c2.columns(3)
     cc1.text_input(t("build.prompts", lang), key="b.prompts", help=t("build.count_help", lang))
+    slot_under(cc1, "b.prompts")
     cc2.text_input(t("build.warmup", lang), key="b.warmup", help=t("build.count_help", lang))
+    slot_under(cc2, "b.warmup")
     cc3.number_input(t("build.repeats", lang), min_value=1, max_value=20, key="b.repeats")
+    slot_under(cc3, "b.repeats")
+    c2.checkbox(t("build.fresh_launch", lang), key="b.fresh_launch", help=t("build.fresh_launch_help", lang))
     d1, d2, d3, d4 = st.columns(4)
     d1.selectbox(t("build.dataset", lang), ["random-ids"], key="b.dataset", help=t("build.dataset_help", lang))
+    slot_under(d1, "b.dataset")
     d2.number_input(t("build.seed", lang), min_value=0, max_value=2**31 - 1, key="b.seed")
+    slot_under(d2, "b.seed")
     d3.number_input(t("build.range_ratio", lang), min_value=0.0, max_value=1.0, step=0.05, key="b.range_ratio",
                     help=t("build.range_ratio_help", lang))
+    slot_under(d3, "b.range_ratio")
     d4.text_input(t("build.rate", lang), key="b.rate", help=t("build.rate_help", lang))
-    e1, e2 = st.columns(2)
-    e1.toggle(t("build.chat", lang), key="b.chat", help=t("build.chat_help", lang))
-    e2.selectbox(t("build.thinking", lang), ["n/a", "off", "on"], key="b.thinking")
+    slot_under(d4, "b.rate")
+    request_section()
+
+
+def request_section() -> None:
+    """The endpoint, the chat template, thinking mode and EOS: chat requests always go
+    through the server's chat template, so the toggle is on and fixed for them."""
+    e1, e2, e3, e4 = st.columns(4)
+    vllm = vllm_engine()
+    with e1.container():  # one widget or the other in the same place: the rest keep theirs
+        if vllm:  # the plan gives a vLLM engine bench_serving's vllm backend (domain/plan/run_plan.py)
+            st.selectbox(t("build.backend", lang), ["vllm"], key="b.backend_vllm", disabled=True,
+                         help=t("build.vllm.backend_note", lang))
+        else:
+            st.selectbox(t("build.backend", lang), ["sglang", "sglang-oai", CHAT_BACKEND], key="b.backend",
+                         help=t("build.backend_help", lang))
+    slot_under(e1, "b.backend")
+    chat = st.session_state.get("b.backend") == CHAT_BACKEND and not vllm
+    if chat:
+        st.session_state["b.chat"] = True  # before the toggle is drawn: the server applies the template
+    e2.toggle(t("build.chat", lang), key="b.chat", help=t("build.chat_help", lang), disabled=chat)
+    slot_under(e2, "b.chat")
+    e3.selectbox(t("build.thinking", lang), ["n/a", "off", "on"], key="b.thinking",
+                 help=t("build.thinking_help", lang))
+    slot_under(e3, "b.thinking")
+    e4.toggle(t("build.stop_at_eos", lang), key="b.stop_eos", help=t("build.stop_at_eos_help", lang))
+    slot_under(e4, "b.stop_eos")
+    with st.container():  # under the whole row: a narrow column would stack it word by word
+        if vllm:
+            st.caption(":material/info: " + t("build.vllm.backend_note", lang))
 
 
 # --- the live checks ----------------------------------------------------------------------
@@ -143,7 +212,7 @@ def _memory_fits(config: ConfigCheck, roles: list[tuple[str, ConfigCheck]]) -> N
 
 def _commands(plan: RunPlan, host_version: str | None) -> None:
     st.markdown(f"**{t('build.command', lang)}**")
-    version = schema_version_for(plan, host_version)
+    version = vllm_version_for(plan) if plan.is_vllm else schema_version_for(plan, host_version)
     if plan.topology.kind == "aggregated":
         try:
             st.code(command_preview(plan, version), language="bash", wrap_lines=True)
@@ -154,12 +223,15 @@ def _commands(plan: RunPlan, host_version: str | None) -> None:
     st.caption(t("build.command_note", lang))
 
 
-def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | None) -> bool:
-    """The live panel; True when the plan may be submitted."""
+def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | None) -> tuple[list[str], FieldErrors]:
+    """The live panel; returns what blocks queueing (empty when the plan may be queued) and
+    the errors among them that name a field, by the field's widget."""
     st.subheader(t("build.checks", lang))
     if plan is None:
         st.error(t("build.plan_invalid", lang) + "\n\n" + "\n".join(f"- {p}" for p in problems))
-        return False
+        return problems, {}
+    if plan.is_vllm:
+        return vllm_live_checks(plan)
     report = check_plan(plan, settings, lang, host_version)
     config = report.config
     assert config is not None  # noqa: S101 - check_plan always sets it
@@ -169,14 +241,48 @@ def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | N
         st.error(error)
     for warning in default_backend_warnings(plan, lang):  # the runner refuses it where the package is missing
         st.warning(warning, icon=":material/warning:")
-    _risk_badges(config)
+    thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)  # against the served template
+    for error in thinking_errors:
+        st.error(error, icon=":material/psychology:")
+    for warning in thinking_warnings:
+        st.warning(warning, icon=":material/psychology:")
+    _risk_badges(config.risk)
     _memory_fits(config, roles)
     _commands(plan, host_version)
-    requests_total = plan.total_requests()
+    _estimate(plan)
+    return report.errors, merged(flag_errors(config.flags.errors, lang), scenario_length_errors(plan, lang),
+                                 {"b.thinking": thinking_errors})
+
+
+def vllm_live_checks(plan: RunPlan) -> tuple[list[str], FieldErrors]:
+    """A vLLM plan's checks: ``check_plan``'s lines (the flags against the version's schema
+    and the vLLM policy, the context length, the thinking template), a button per flag
+    renamed in that version, the risk badges from the vLLM layers, and the vLLM command.
+    The host's version is not asked for: the form always pins one."""
+    version = vllm_version_for(plan)
+    report = check_plan(plan, settings, lang)
+    for error in report.errors:
+        st.error(error, icon=":material/error:")
+    for warning in report.warnings:
+        st.warning(warning, icon=":material/warning:")
+    flags = validate_vllm_args(plan.server_args, version, model_dirs=settings.model_dirs, model=plan.model)
+    for i, translation in enumerate(flags.translations):
+        st.button(t("build.apply_translation", lang, change=translation.text(lang)), key=f"b.vtr.{i}",
+                  on_click=apply_translation, args=(translation, VLLM_ARGS))
+    _risk_badges(assess_vllm_risk(plan.server_args, version))
+    st.caption(t("build.vllm.no_memory_fit", lang))
+    _commands(plan, None)
+    _estimate(plan)
+    thinking_errors, _ = thinking_checks(plan, settings, lang)
+    return report.errors, merged(flag_errors(flags.errors, lang), scenario_length_errors(plan, lang),
+                                 {"b.thinking": thinking_errors})
+
+
+def _estimate(plan: RunPlan) -> None:
     minutes = plan_seconds(plan) / 60
     st.markdown(f"**{t('build.estimate', lang)}**: " + t("build.estimate_value", lang, minutes=f"{minutes:.0f}",
-                                                           points=len(plan.points()), requests=requests_total))
-    return report.ok
+                                                           points=len(plan.points()),
+                                                           requests=plan.total_requests()))
 
 
 def topology_commands(plan: RunPlan, version: str) -> None:
@@ -197,13 +303,12 @@ def topology_commands(plan: RunPlan, version: str) -> None:
         st.code(command, language="bash", wrap_lines=True)
 
 
-def _risk_badges(config: Any) -> None:
+def _risk_badges(risk: RiskReport) -> None:
     """One badge per active flag, coloured by its seed layer's risk; broken rules below."""
-    risk = config.risk
     colours = {"low": "green", "low_medium": "blue", "medium": "orange", "medium_high": "orange", "high": "red"}
     badges = []
     for flag_risk in risk.flags:
-        if flag_risk.risk is None:
+        if flag_risk.layer is None or flag_risk.risk is None:
             badges.append(f":gray-badge[--{flag_risk.flag} · {t('build.unclassified', lang)}]")
             continue
         layer = flag_risk.layer.name.get(lang) or flag_risk.layer.name["en"]
@@ -217,36 +322,85 @@ def _risk_badges(config: Any) -> None:
         st.info(note.text(lang), icon=":material/info:")
 
 
-def submit_form(plan: RunPlan | None, ok: bool) -> None:
-    with st.form("build.submit"):
-        st.text_input(t("build.tags", lang), key="b.tags")
-        allowed = can(Action.SUBMIT)
-        submitted = st.form_submit_button(t("build.submit", lang), type="primary",
-                                          disabled=plan is None or not allowed)
-        if not allowed:
-            st.caption(t("auth.viewer_cannot_queue", lang))
-    if not submitted or plan is None:
-        return
-    if not ok:
-        st.error(t("build.refused", lang))
-        return
+# --- queueing -----------------------------------------------------------------------
+SUBMIT_BUTTON = "b.queue"  # the form's button: True in session state in the rerun its click sends
+ANOTHER_BUTTON = "b.queue_another"  # "Queue another from this form": the same, for its click
+
+
+def _blocking_summary(blocking: list[str]) -> None:
+    """What stops this plan, named beside the button (each line names its field or flag)."""
+    st.error(t("submit.blocked", lang, count=len(blocking)) + "\n\n" + "\n".join(f"- {b}" for b in blocking),
+             icon=":material/error:")
+
+
+def _queue(plan: RunPlan) -> int | None:
+    """Queue ``plan`` under this form instance's key; the run id, or None (with why shown).
+    A repeat of the key (a second click whose rerun arrives after the first one queued)
+    gets the same run back from the store."""
+    actor = current_actor()
     try:
         with db_guard(lang) as guard:
-            run_id, created = store().submit_run(plan, submitted_by=current_actor(),
-                                                 idempotency_key=st.session_state[IDEMPOTENCY_KEY])
+            run_id, _ = store().submit_run(plan, submitted_by=actor, idempotency_key=submission_key(actor.name))
     except QuotaExceeded as exc:
         st.error(exc.text(lang), icon=":material/block:")
-        return
+        return None
     if guard.failed:
-        return
+        return None
+    remember_queued(run_id)
     clear_run_caches()
-    st.session_state["run.flash"] = t("queue.queued" if created else "queue.duplicate", lang, run_id=run_id)
-    reset_idempotency_key()
-    st.switch_page("pages/run.py", query_params={"run": str(run_id)})
+    return run_id
+
+
+def _queued_panel(run_id: int) -> None:
+    """Where this form instance went, and the deliberate way to queue another from it."""
+    st.success(t("queue.queued", lang, run_id=run_id), icon=":material/check_circle:")
+    c1, c2 = st.columns([1, 3], vertical_alignment="center")
+    c1.page_link("pages/run.py", label=t("submit.open_run", lang, run_id=run_id), icon=":material/open_in_new:",
+                 query_params={"run": str(run_id)})
+    c2.button(t("submit.queue_another", lang), key=ANOTHER_BUTTON, icon=":material/add:",
+              on_click=reset_idempotency_key, help=t("submit.queue_another_help", lang))
+
+
+def _submit_clicked() -> bool:
+    """Whether this rerun carries a click of the Queue button, and not in the same rerun as
+    "Queue another".  Streamlit merges a rerun request that arrives while another waits and
+    keeps every button press of both: a late second click of a double-click and a following
+    "Queue another" then arrive together, and the fresh instance must not queue from the
+    old instance's click."""
+    return bool(st.session_state.get(SUBMIT_BUTTON)) and not st.session_state.get(ANOTHER_BUTTON)
+
+
+def submit_section(plan: RunPlan | None, blocking: list[str]) -> None:
+    """The end of the form: tags, what still blocks queueing, the button, then what the
+    click did.  A form instance that has queued keeps its button disabled and shows its run.
+
+    The click is read from session state before the button is drawn, so the run that
+    queues already draws the button disabled (a second click then meets a disabled button,
+    and its rerun, if it was sent before, finds the instance queued)."""
+    st.subheader(t("submit.heading", lang))
+    allowed = can(Action.SUBMIT)
+    queued = queued_run()
+    clicked = _submit_clicked() and queued is None and plan is not None
+    if clicked and not blocking and plan is not None:
+        queued = _queue(plan)  # a quota or busy message shows here, just above the form
+    with st.form("build.submit"):
+        st.text_input(t("build.tags", lang), key="b.tags")
+        slot_under(st, "b.tags")
+        if blocking and queued is None:
+            _blocking_summary(blocking)
+        st.form_submit_button(t("build.submit", lang), type="primary", icon=":material/send:", key=SUBMIT_BUTTON,
+                              disabled=plan is None or not allowed or queued is not None)
+        if not allowed:
+            st.caption(t("auth.viewer_cannot_queue", lang))
+    if clicked and blocking:
+        st.error(t("submit.refused", lang), icon=":material/block:")
+    if queued is not None:
+        _queued_panel(queued)
 
 
 # --- the page ------------------------------------------------------------------------
 st.title(t("build.title", lang))
+start_slots()
 with db_guard(lang) as guard:
     init_state()
     runners = cached_runners()
@@ -257,51 +411,88 @@ start_from_section()
 
 st.subheader(t("build.basics", lang))
 b1, b2, b3 = st.columns(3)
-b1.text_input(t("build.name", lang), key="b.name")
-localised_choice(b1.radio, t("build.engine", lang), ["emulator", "sglang"], "b.engine", lang, horizontal=True,
-                 format_func=lambda e: t(f"build.engine_{e}", lang))
-versions = sorted(set(known_versions()) | set(host_versions), key=version_key)
-localised_choice(b2.selectbox, t("build.version", lang), versions, "b.version", lang,
-                 format_func=lambda v: v + ("  ★ " + t("build.host_version", lang) if v in host_versions else ""))
+b1.text_input(t("build.name", lang), key="b.name",
+              help=t("build.name_help", lang, slug=slug(str(st.session_state.get("b.name", "")), "plan")))
+slot_under(b1, "b.name")
+ENGINES: list[Engine] = ["emulator", "sglang", "vllm-emulator", "vllm"]
+localised_choice(b1.radio, t("build.engine", lang), ENGINES, "b.engine", lang, horizontal=True,
+                 format_func=lambda e: t(f"build.engine_{e.replace('-', '_')}", lang))
+slot_under(b1, "b.engine")
+with b2.container():  # the engine's own version list, in one place whichever it is
+    if vllm_engine():
+        st.selectbox(t("build.vllm.version", lang), known_vllm_versions(), key="b.vllm_version",
+                     help=t("build.vllm.version_help", lang))
+        slot_under(st, "b.vllm_version")
+    else:
+        versions = sorted(set(known_versions()) | set(host_versions), key=version_key)
+        localised_choice(st.selectbox, t("build.version", lang), versions, "b.version", lang,
+                         format_func=lambda v: v + ("  ★ " + t("build.host_version", lang) if v in host_versions
+                                                    else ""))
+        slot_under(st, "b.version")
 b2.text_input(t("build.model", lang), key="b.model", help=t("build.model_help", lang))
+slot_under(b2, "b.model")
 b3.selectbox(t("build.gpu_type", lang), [*GPUS, "custom"], key="b.gpu_type")
 if st.session_state["b.gpu_type"] == "custom":
     b3.text_input(t("build.gpu_custom", lang), key="b.gpu_custom")
+slot_under(b3, "b.gpu_type")  # under the custom type's box when there is one
 b3.number_input(t("build.gpu_count", lang), min_value=1, max_value=64, key="b.gpu_count")
+slot_under(b3, "b.gpu_count")
 # Sections whose content varies sit in containers of their own, so the elements after them
 # keep their place in the page (a moved widget is drawn anew and may lose its value).
+ENGINE_NOTES = {"emulator": "build.emulator_note", "vllm-emulator": "build.vllm.emulator_note",
+                "vllm": "build.vllm.real_note"}
 with st.container():
-    if st.session_state["b.engine"] == "emulator":
-        st.caption(":material/science: " + t("build.emulator_note", lang))
+    if st.session_state["b.engine"] in ENGINE_NOTES:
+        st.caption(":material/science: " + t(ENGINE_NOTES[st.session_state["b.engine"]], lang))
 
-schema = load_schema(st.session_state["b.version"])
+topology_problems: list[str] = []
 with st.container():
-    _, topology_problems = topology_section(schema, dict(st.session_state[SERVER_ARGS]),
-                                             int(st.session_state["b.gpu_count"]), lang)
+    if vllm_engine():
+        st.caption(t("build.vllm.topology_note", lang))
+    else:
+        _, topology_problems = topology_section(load_schema(st.session_state["b.version"]),
+                                                 dict(st.session_state[SERVER_ARGS]),
+                                                 int(st.session_state["b.gpu_count"]), lang)
 left, right = st.columns([3, 2], gap="large")
 with left:
-    levers_section(schema, lang)
-    advanced_section(schema, lang)
+    with st.container():
+        if vllm_engine():
+            vllm_schema = load_vllm_schema(st.session_state["b.vllm_version"])
+            carry_section(vllm_schema.version, lang)
+            vllm_levers_section(vllm_schema, lang)
+            vllm_advanced_section(vllm_schema, lang)
+        else:
+            schema = load_schema(st.session_state["b.version"])
+            levers_section(schema, lang)
+            advanced_section(schema, lang)
     benchmark_section()
 current: RunPlan | None
 problems: list[str] = list(topology_problems)
+form_mapping: dict[str, Any] | None = None
+plan_field_errors: FieldErrors = {}
 try:
-    current = plan_from_mapping(assembled_mapping(lang))
+    form_mapping = assembled_mapping(lang)
+    current = plan_from_mapping(form_mapping)
 except PlanError as exc:
-    current, problems = None, problems + readable_problems(exc.problems)
+    current, problems = None, problems + readable_problems(exc.problems, lang)
+    plan_field_errors = problem_errors(exc.problems, lang, form_mapping)
 except (ValueError, TypeError) as exc:
     current, problems = None, [*problems, str(exc)]
 if problems:
     current = None  # an editor entry that cannot be read never becomes part of a queued plan
 keep_draft()
 with right:
-    may_submit = live_checks(current, problems, host_versions[-1] if host_versions else None)
+    blocking, check_field_errors = live_checks(current, problems, host_versions[-1] if host_versions else None)
     if current is not None:
         with st.expander(t("build.yaml", lang)):
             st.code(dump_plan(current), language="yaml")
-            st.download_button(t("build.download_yaml", lang), dump_plan(current), file_name=f"{current.name}.yaml")
-    submit_form(current, may_submit)
+            st.download_button(t("build.download_yaml", lang), dump_plan(current),
+                               file_name=f"{slug(current.name, 'plan')}.yaml", on_click="ignore")
     policy_path = settings.flag_policy_file or DEFAULT_POLICY_PATH
     with st.expander(t("build.policy", lang)):
         st.caption(t("build.policy_help", lang, path=str(policy_path)))
         st.code(policy_path.read_text(encoding="utf-8"), language="yaml")
+# The button ends the page, after every field it submits, with what blocks it beside it.
+submit_section(current, blocking)
+# Each error that names a field also under that field's widget (the summary above keeps them all).
+show_field_errors(merged(plan_field_errors, check_field_errors))

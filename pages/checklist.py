@@ -1,13 +1,20 @@
 """Which runs are comparable: a matrix of runs × conditions against the baseline, grouped
-by condition family (✓ match, ✗ both values, ? unknown, ≠ intended), a summary line per
-run, and each run's highest rule-risk layer and broken contest rules."""
+by condition family (✓ match, ✗ both values, ? unknown, ≠ intended), the high-risk server
+flags (quantization incl. KV-cache dtype, speculative decoding, experimental) as conditions
+of their own, every difference that makes a run not comparable marked with both values, a
+verdict line per run (red when not comparable), and each run's highest rule-risk layer and
+broken contest rules."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from domain.core.i18n import t
+from domain.core.markdown import md_text
 from domain.results import comparability
 from pages.parts.common import current_language
 from pages.parts.selection import comparison, pick
@@ -17,24 +24,43 @@ st.title(t("checklist.page_title", lang))
 st.caption(t("checklist.help", lang))
 
 
+def cell_text(row: Mapping[str, Any]) -> str:
+    """A matrix cell with both values; a difference (or one-sided unknown) that makes the run
+    not comparable says so."""
+    text = comparability.state_text(row, lang)
+    if bool(row["fatal"]) and row["state"] in ("differ", "unknown"):
+        text += t("compare_page.fatal_mark", lang)
+    return text
+
+
 def matrix_table(matrix: pd.DataFrame, labels: dict[int, str]) -> pd.DataFrame:
     rows: dict[tuple[str, str], dict[str, str]] = {}
-    for _, row in matrix.iterrows():
+    for row in matrix.to_dict("records"):
         key = (comparability.family_label(row["family"], lang), comparability.condition_label(row["condition"], lang))
-        rows.setdefault(key, {})[labels[row["run_id"]]] = comparability.state_text(row, lang)
+        rows.setdefault(key, {})[labels[row["run_id"]]] = cell_text(row)
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index = pd.MultiIndex.from_tuples(table.index, names=[t("checklist.family", lang),
                                                                 t("checklist.condition", lang)])
     return table
 
 
+FATAL_MARK = {t("compare_page.fatal_mark", language) for language in ("ja", "en")}
+
+
 def _cell_style(value: object) -> str:
     text = str(value)
     if text.startswith("✓"):
         return "color: #1a7f37"
+    if any(text.endswith(mark) for mark in FATAL_MARK):
+        return "color: #cf222e; font-weight: 700; background-color: #ffebe9"
     if text.startswith("✗"):
-        return "color: #cf222e; font-weight: 600"
+        return "color: #cf222e"
     return "color: #9a6700"
+
+
+VERDICT_BOX = {"not_comparable": (st.error, ":material/block:"),
+               "comparable_except": (st.warning, ":material/warning:"),
+               "comparable": (st.success, ":material/check_circle:")}
 
 
 selection = pick(lang)
@@ -42,10 +68,14 @@ if selection is not None:
     result = comparison(selection, lang)
     if result is not None and result.run_ids:
         labels = {int(r): f"#{r}" for r in result.matrix["run_id"].unique()}
-        for _, row in result.checklist.iterrows():
-            st.markdown(f"**#{row['run_id']}** — {comparability.summary_line(row, lang)}")
+        for row in result.checklist.to_dict("records"):
+            box, icon = VERDICT_BOX.get(str(row["verdict"]), (st.warning, ":material/warning:"))
+            # As literal text: a value (an imported model name) can neither format nor typeset ($…$).
+            line = md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}").replace("$", "\\$")
+            box(line, icon=icon)
         table = matrix_table(result.matrix, labels)
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
+        st.caption(t("compare_page.fatal_legend", lang))
         st.subheader(t("checklist.risk", lang))
         risk = comparability.risk_columns(result.frame)
         st.dataframe(risk, hide_index=True, width="stretch")

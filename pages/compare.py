@@ -1,37 +1,134 @@
-"""Compare runs side by side: the comparability warning, the flags that differ, the metrics
-table with deltas (≈ inside the noise), saturation, validity badges, charts for slides,
-and the downloads (CSV, Markdown, PNG, SVG, PPTX) — all from domain/ functions."""
+"""Compare runs side by side.  From the top: each run's verdict against the baseline naming
+every difference with both values (red when not comparable) and what changed (flags with
+their layer and risk, conditions under test); the flag diff; the metrics, one table per
+metric with the runs side by side (value and Δ: "≈" inside the noise, "?" without a noise
+estimate) at the chosen latency statistic (p50 / p90 / p99); goodput under an SLA; scaling
+efficiency with its badges and the keep-cold-first-points control; saturation; validity per
+point (points × runs); the Pareto front of interactivity against throughput per GPU with
+the change between two of its points; the charts; the downloads.
+
+Every number comes from :mod:`domain.results` and every export from :mod:`domain.slides`
+(which put the verdict and what changed first); this page only lays them out.  Charts are
+shown with Vega's own palette (``theme=None``), the one the PNG/SVG/PPTX exports use, so a
+run has one colour everywhere."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from db.scaling_gap_inputs import explained_gaps
 from domain.core.i18n import t
 from domain.core.settings import get_settings
-from domain.results import analysis, comparability, validity
+from domain.flags.risk import LayerTable, risk_layers
+from domain.results import analysis, comparability, curve, estimate_overlay, validity
 from domain.results.comparison import Comparison
-from domain.slides import deck, tables
-from domain.slides.charts import styled
-from pages.parts.common import current_language
-from pages.parts.selection import comparison, pick
+from domain.slides import charts, deck, tables
+from domain.slides.charts import AnyChart, styled
+from pages.parts.common import current_language, db_guard, store
+from pages.parts.selection import comparison, pick, request_samples
 
 lang = current_language()
 st.title(t("compare.page_title", lang))
 
+KEEP_COLD_KEY = "compare.keep_cold"
+STAT_KEY = "compare.stat"
+STATISTICS = ("p50", "p90", "p99")
+LATENCIES = ("ttft", "tpot", "itl", "e2e")
+# The metric table's choices: a kind is a metric, or a latency whose statistic the selector picks.
+KINDS = {"throughput": "output_tok_s", "total": "total_tok_s", "qps": "qps", "ttft": "ttft", "tpot": "tpot",
+         "itl": "itl", "e2e": "e2e", "gpu_util": "gpu_util_mean", "gpu_mem": "gpu_mem_peak_gb",
+         "kv_usage": "kv_usage_peak", "kv_capacity": "kv_capacity"}
+DEFAULT_KINDS = ("throughput", "ttft", "tpot")
+CHANGED_SHOWN = 8  # lines of "what changed" shown at once; an import that knows no flags lists dozens
+NAME_CHARS = 18  # a run name longer than this is cut in headers; the full name is in the column's help
+Point = tuple[Any, Any, Any]  # (run_id, scenario, concurrency)
 
-def comparability_warning(c: Comparison) -> None:
-    for _, row in c.checklist.iterrows():
-        line = f"#{row['run_id']} — {comparability.summary_line(row, lang)}"
-        if row["verdict"] == "comparable":
-            st.success(line, icon=":material/check_circle:")
-        elif row["verdict"] == "not_comparable":
-            st.error(line, icon=":material/block:")
-        else:
-            st.warning(line, icon=":material/warning:")
-    st.caption(" · ".join(c.caveat))
+
+# -- small helpers -----------------------------------------------------------------------------
+
+
+def md(text: object) -> str:
+    """Text shown through Markdown (st.error, st.caption, …) as literal text: a run name or a
+    flag value can neither format, link nor typeset ($…$)."""
+    return tables.md_text(text).replace("$", "\\$")
+
+
+def short(text: object, limit: int = NAME_CHARS) -> str:
+    value = str(text)
+    return value if len(value) <= limit else value[:limit - 1] + "…"
+
+
+def metric_of(kind: str, stat: str) -> str:
+    """The metric name of a table kind at the chosen statistic (``ttft`` + ``p90`` → ``ttft_p90``)."""
+    metric = KINDS[kind]
+    return f"{metric}_{stat}" if metric in LATENCIES else metric
+
+
+NOT_COMPARABLE_MARK = "✗"  # a character every font has (an emoji needs an emoji font)
+
+
+def run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
+    """Per run (baseline first): (short header, full label).  The full label is the exports'
+    (source and not-comparable marks included); the short one is "#id name…", with
+    :data:`NOT_COMPARABLE_MARK` first for a run that is not comparable, so nine runs fit
+    side by side and a long name never fills the screen."""
+    not_comparable = set(c.checklist.loc[c.checklist["verdict"] == "not_comparable", "run_id"])
+    headers = {}
+    for run_id in [c.baseline_run_id, *c.run_ids]:
+        row = c.summary[c.summary["run_id"] == run_id]
+        if row.empty:
+            continue
+        mark = f"{NOT_COMPARABLE_MARK} " if run_id in not_comparable else ""
+        headers[int(run_id)] = (f"{mark}#{run_id} {short(row.iloc[0]['run_name'])}", tables.marked_label(c, run_id))
+    return headers
+
+
+def points_pivot(c: Comparison, cell: Callable[[Point], str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Points (scenario, concurrency) as rows, runs side by side as columns ("#id", labelled
+    by :func:`run_headers` with the full name as help), each cell ``cell(point)``."""
+    headers = run_headers(c)
+    index = pd.MultiIndex.from_frame(c.summary[list(analysis.POINT)].drop_duplicates().sort_values(
+        list(analysis.POINT), key=lambda s: s.astype(str) if s.name == "scenario" else s))
+    index.names = [t("compare.col.scenario", lang), t("compare.col.concurrency", lang)]
+    table = pd.DataFrame({f"#{run_id}": [cell((run_id, s, conc)) for s, conc in index] for run_id in headers},
+                         index=index)
+    config = {f"#{run_id}": st.column_config.TextColumn(label, help=full)
+              for run_id, (label, full) in headers.items()}
+    return table, config
+
+
+# -- verdict and what changed --------------------------------------------------------------------
+
+
+def verdict_section(c: Comparison) -> None:
+    """One line per compared run naming each difference with both values (the exports' first
+    lines): red when not comparable, amber when comparable except, green when comparable."""
+    show = {"not_comparable": (st.error, ":material/block:"), "comparable_except": (st.warning, ":material/warning:"),
+            "comparable": (st.success, ":material/check_circle:")}
+    for verdict, line in zip(c.checklist["verdict"], c.verdict_lines, strict=True):
+        box, icon = show.get(str(verdict), (st.warning, ":material/warning:"))
+        box(md(line), icon=icon)
+    if c.changed_lines:
+        first, rest = c.changed_lines[:CHANGED_SHOWN], c.changed_lines[CHANGED_SHOWN:]
+        with st.container(border=True):
+            st.markdown(f"**{md(t('compare_page.changed', lang))}**")
+            st.markdown("\n".join(f"- {md(line)}" for line in first))
+            if rest:
+                with st.expander(t("compare_page.changed_more", lang, n=len(rest))):
+                    st.markdown("\n".join(f"- {md(line)}" for line in rest))
+    # The caveat repeats the verdict lines for the exports' footers; here they are above.
+    st.caption(md(" · ".join(line for line in c.caveat if line not in set(c.verdict_lines))))
+
+
+def _layer_name(layers: LayerTable, layer_id: object) -> str:
+    layer = next((known for known in layers.layers if known.id == layer_id), None)
+    return (layer.name.get(lang) or layer.name["en"]) if layer else ""
 
 
 def config_diff_section(c: Comparison) -> None:
@@ -41,101 +138,440 @@ def config_diff_section(c: Comparison) -> None:
     if diff.empty:
         st.caption(t("compare.no_flag_diff", lang))
     else:
-        diff = diff.assign(run_id=[f"#{r}" for r in diff["run_id"]]).rename(columns={
+        cross_engine = diff["counterpart"].notna().any()
+        layers = risk_layers()
+        diff = diff.assign(
+            run_id=[f"#{r}" for r in diff["run_id"]],
+            # The layer's and the risk's names in the page's language, not their ids.
+            layer=[_layer_name(layers, v) for v in diff["layer"]],
+            risk=[t(f"flags.risk.level.{v}", lang) if isinstance(v, str) else "" for v in diff["risk"]],
+            counterpart=[t(f"compare.diff.counterpart.{v}", lang) if isinstance(v, str) else "" for v in
+                         diff["counterpart"]],
+        ).rename(columns={
             "run_id": t("col.id", lang), "flag": t("compare.diff.flag", lang),
             "baseline_value": t("compare.diff.baseline", lang), "value": t("compare.diff.value", lang),
             "differs": t("compare.diff.differs", lang), "layer": t("compare.diff.layer", lang),
-            "risk": t("compare.diff.risk", lang)})
+            "risk": t("compare.diff.risk", lang), "counterpart": t("compare.diff.counterpart", lang)})
+        if not cross_engine:  # runs of one engine: every flag is its own row, no counterpart to name
+            diff = diff.drop(columns=[t("compare.diff.counterpart", lang)])
         st.dataframe(diff, hide_index=True, width="stretch")
+    notes = comparability.cross_engine_notes(c.frame, c.baseline_run_id, c.run_ids, lang)
+    if notes:
+        st.caption(t("compare.knob.heading", lang))
+        st.markdown("\n".join(f"- {md(line)}" for line in notes))
 
 
-VERDICT_STYLE = {"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600"}
+# -- metrics -------------------------------------------------------------------------------------
+
+VERDICT_STYLE = {"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600",
+                 "changed": "color: #9a6700"}
 
 
-def metrics_section(c: Comparison) -> pd.DataFrame:
+def statistic_picker() -> str:
+    """The latency statistic for the tables and charts, kept in the URL (``stat=p90``)."""
+    wanted = st.query_params.get("stat")
+    stat = st.radio(t("compare_page.statistic", lang), STATISTICS, horizontal=True, key=STAT_KEY,
+                    index=STATISTICS.index(wanted) if wanted in STATISTICS else 0,
+                    format_func=lambda s: t(f"compare_page.stat.{s}", lang))
+    st.query_params["stat"] = stat
+    if stat == "p90":
+        st.caption(t("compare_page.p90_note", lang))
+    return str(stat)
+
+
+def metric_cell(row: Mapping[str, Any]) -> str:
+    """"1,234.5 (+3.2%)" as the slides write it, "~" before a mean of repeats' percentiles,
+    "†" after a quantile from too few requests."""
+    if analysis.is_missing(row["value"]):
+        return ""
+    text = tables.format_number(row["value"])
+    metric = analysis.METRIC_BY_NAME.get(str(row["metric"]))
+    if metric is not None and metric.quantile_pct is not None and row["basis"] == "mean_of_repeats":
+        text = "~" + text
+    delta = analysis.delta_text(row["delta_pct"], row["verdict"])
+    text += f" ({delta})" if delta else ""
+    return text + (" †" if bool(row["low_n"]) else "")
+
+
+def metric_table(c: Comparison, metric: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """One metric, points × runs: the cells, their styles (by verdict) and the column config."""
+    rows = c.compare[c.compare["metric"] == metric]
+    by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in rows.to_dict("records")}
+    table, config = points_pivot(c, lambda key: metric_cell(by_point[key]) if key in by_point else "")
+    styles = pd.DataFrame({column: [VERDICT_STYLE.get(str(by_point[key]["verdict"]), "") if key in by_point else ""
+                                    for key in ((int(column[1:]), s, conc) for s, conc in table.index)]
+                           for column in table.columns}, index=table.index)
+    return table, styles, config
+
+
+def metrics_section(c: Comparison, stat: str) -> None:
     st.subheader(t("compare.metrics", lang))
-    table = analysis.wide_table(c.compare, lang)
-    verdicts = c.compare.set_index(["scenario", "concurrency", "metric", "run_id"])["verdict"]
-    # Column labels → (run, metric), worked out once rather than per styled column.
-    delta_metric = {t("compare.delta_of", lang, metric=analysis.metric_label(m.name, lang)): m.name
-                    for m in analysis.METRICS}
-    run_of_label = {analysis.run_label(r, n, s, lang): r for r, n, s in
-                    zip(c.compare["run_id"], c.compare["run_name"], c.compare["source"], strict=True)}
+    kinds = st.multiselect(t("compare_page.metrics_shown", lang), list(KINDS), default=list(DEFAULT_KINDS),
+                           format_func=lambda k: t(f"compare_page.kind.{k}", lang), key="compare.kinds")
+    for kind in kinds:
+        metric = metric_of(kind, stat)
+        label = analysis.metric_label(metric, lang)
+        table, styles, config = metric_table(c, metric)
+        st.markdown(f"**{md(label)}**")
+        if (table == "").all().all():
+            st.caption(t("compare_page.no_values", lang, metric=label))
+            continue
+        st.dataframe(table.style.apply(lambda _col, s=styles: s[_col.name], axis=0), column_config=config,
+                     width="stretch")
+        missing = [f"#{r} {s} c={conc}" for (r, s, conc), v in _values(c, metric).items() if analysis.is_missing(v)]
+        if missing and metric in analysis.METRIC_BY_NAME and analysis.METRIC_BY_NAME[metric].latency:
+            st.caption(md(t("compare_page.p90_missing", lang, metric=label, points=", ".join(missing))))
+    st.caption(md(t("compare_page.cells", lang, low_n=analysis.low_n_text(lang))) + "  \n"
+               + md(t("compare_page.headers", lang, mark=NOT_COMPARABLE_MARK)))
+    st.caption(md(analysis.noise_rule_text(lang)))
 
-    def colours(col: pd.Series) -> list[str]:
-        run_label, metric_label = col.name
-        metric = delta_metric.get(metric_label)
-        if metric is None:
-            return [""] * len(col)
-        run_id = run_of_label.get(run_label)
-        return [VERDICT_STYLE.get(str(verdicts.get((scenario, concurrency, metric, run_id))), "")
-                for scenario, concurrency in col.index]
 
-    st.dataframe(table.style.apply(colours, axis=0), width="stretch")
-    st.caption(t("compare.noise_note", lang))
-    return table
+def _values(c: Comparison, metric: str) -> dict[Point, object]:
+    if metric not in c.summary.columns:
+        return {}
+    return dict(zip(zip(c.summary["run_id"], c.summary["scenario"], c.summary["concurrency"], strict=True),
+                    c.summary[metric], strict=True))
+
+
+# -- goodput ----------------------------------------------------------------------------------
+
+
+def samples_by_point(c: Comparison) -> dict[Point, list[tuple[pd.DataFrame, float]]]:
+    """(run, scenario, concurrency) → one (requests, duration_s) per repeat with samples, under
+    the scenario names the comparison uses."""
+    samples = request_samples(c.frame)
+    found: dict[Point, list[tuple[pd.DataFrame, float]]] = {}
+    for row in c.frame[["run_id", "scenario", "concurrency", "point_id", "duration_s"]].to_dict("records"):
+        point_id = row["point_id"]
+        if analysis.is_missing(point_id) or int(point_id) not in samples:
+            continue
+        found.setdefault((row["run_id"], row["scenario"], row["concurrency"]), []).append(
+            (samples[int(point_id)], row["duration_s"]))
+    return found
+
+
+def _sla_defaults() -> tuple[float | None, float | None]:
+    settings = get_settings()
+    if not settings.sla_ms:
+        return None, None
+    return ((settings.sla_ms, None) if settings.sla_metric.startswith("ttft")
+            else (None, settings.sla_ms) if settings.sla_metric.startswith("tpot") else (None, None))
+
+
+def goodput_section(c: Comparison) -> None:
+    st.subheader(t("compare_page.goodput", lang))
+    ttft_default, tpot_default = _sla_defaults()
+    left, right = st.columns(2)
+    ttft = left.number_input(t("compare_page.goodput_ttft", lang), min_value=0.1, value=ttft_default, step=10.0,
+                             key="compare.goodput_ttft", help=t("compare_page.goodput_limits_help", lang))
+    tpot = right.number_input(t("compare_page.goodput_tpot", lang), min_value=0.1, value=tpot_default, step=1.0,
+                              key="compare.goodput_tpot", help=t("compare_page.goodput_limits_help", lang))
+    if ttft is None and tpot is None:
+        st.caption(t("compare_page.goodput_set_limit", lang))
+        return
+    good = curve.goodput_table(c.summary, samples_by_point(c), ttft_ms=ttft, tpot_ms=tpot)
+    by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in good.to_dict("records")}
+
+    def cell(key: Point) -> str:
+        row = by_point.get(key)
+        if row is None:
+            return ""
+        if row["reason"] == "no_samples":
+            return t("compare_page.goodput_no_samples", lang)
+        return t("compare_page.goodput_cell", lang, rps=tables.format_number(row["goodput_rps"]),
+                 pct=f"{100 * row['good_fraction']:.0f}")
+
+    table, config = points_pivot(c, cell)
+    st.dataframe(table, column_config=config, width="stretch")
+    st.caption(md(curve.goodput_rule_text(lang, ttft, tpot)))
+    if (good["reason"] == "no_samples").any():
+        st.caption(curve.goodput_reason_text("no_samples", lang))
+
+
+# -- scaling efficiency, cold first points ------------------------------------------------------------
+
+
+def efficiency_cell(row: Mapping[str, Any]) -> str:
+    """"87%", "393% · eff. >100%" (badged), "25% · cold", "102% · ≈ linear": an efficiency
+    above 100 % never appears without a word saying what it is."""
+    efficiency = row["efficiency"]
+    if analysis.is_missing(efficiency):
+        return ""
+    text = t("compare_page.efficiency_cell", lang, pct=f"{100 * efficiency:,.0f}")
+    marks = [t(f"compare_page.badge_short.{badge}", lang) for badge, column in
+             (("cold_first_point", "cold"), ("super_linear", "super_linear")) if bool(row[column])]
+    if not marks and efficiency > 1.0:
+        marks.append(t("compare_page.near_linear", lang))
+    if bool(row["cold"]) and row["baseline_concurrency"] != row["concurrency"]:  # left out: measured from the next
+        marks.append(t("compare_page.efficiency_basis", lang, c=tables.format_number(row["baseline_concurrency"])))
+    return " · ".join([text, *marks])
+
+
+def scaling_section(c: Comparison) -> None:
+    st.subheader(t("compare_page.scaling", lang))
+    cold = c.scaling[c.scaling["cold"].fillna(False).astype(bool)]
+    if not cold.empty:
+        points = ", ".join(f"#{r} {s} c={conc}" for r, s, conc in zip(cold["run_id"], cold["scenario"],
+                                                                    cold["concurrency"], strict=True))
+        st.warning(md(t("compare_page.cold_points", lang, points=points)) + "  \n"
+                   + md(validity.badge_explanation("cold_first_point", lang)), icon=":material/ac_unit:")
+        st.toggle(t("compare_page.keep_cold", lang), key=KEEP_COLD_KEY, help=t("compare_page.keep_cold_help", lang))
+    by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in c.scaling.to_dict("records")}
+    table, config = points_pivot(c, lambda key: efficiency_cell(by_point[key]) if key in by_point else "")
+    st.dataframe(table, column_config=config, width="stretch")
+    st.caption(md(curve.scaling_rule_text(lang)))
+    st.caption(md(t("compare_page.near_linear_note", lang,
+                    super_pct=f"{curve.SUPER_LINEAR_EFFICIENCY * 100:g}")))
+    if c.scaling["super_linear"].fillna(False).astype(bool).any():
+        st.caption(md(validity.badge_explanation("super_linear", lang)))
+
+
+# -- saturation and validity ------------------------------------------------------------------
 
 
 def saturation_section(c: Comparison) -> None:
+    """Scenarios × runs, each cell the concurrency where the sweep saturates and the rule that
+    fired (with its setting), or "not saturated"."""
     settings = get_settings()
     st.subheader(t("compare.saturation", lang))
-    rows = [{t("col.id", lang): f"#{row['run_id']}", t("compare.col.scenario", lang): row["scenario"],
-             t("compare.saturation_at", lang): analysis.rule_text(
-                 row, lang, gain_threshold_pct=settings.saturation_gain_pct, sla_metric=settings.sla_metric,
-                 sla_threshold_ms=settings.sla_ms)}
-            for _, row in c.saturation.iterrows()]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    badges = validity.badges_by_point(c.badges)
+    headers = run_headers(c)
+    by_curve = {(r["run_id"], r["scenario"]): r for r in c.saturation.to_dict("records")}
+
+    def cell(run_id: int, scenario: object) -> str:
+        row = by_curve.get((run_id, scenario))
+        if row is None:
+            return ""
+        rule = curve.rule_text(pd.Series(row), lang, gain_threshold_pct=settings.saturation_gain_pct,
+                               sla_metric=settings.sla_metric, sla_threshold_ms=settings.sla_ms)
+        at = row["concurrency"]
+        return rule if analysis.is_missing(at) else f"c={tables.format_number(at)} · {rule}"
+
+    scenarios = sorted(c.summary["scenario"].unique(), key=str)
+    table = pd.DataFrame({f"#{run_id}": [cell(run_id, s) for s in scenarios] for run_id in headers},
+                         index=pd.Index(scenarios, name=t("compare.col.scenario", lang)))
+    config = {f"#{run_id}": st.column_config.TextColumn(label, help=full) for run_id, (label, full) in headers.items()}
+    st.dataframe(table, column_config=config, width="stretch")
+
+
+SOURCE_BADGES = frozenset({"emulated", "imported"})  # true of every point of a run: its name says so
+
+
+def validity_section(c: Comparison) -> None:
+    """Points × runs, each cell the point's badges as short labels; each column's help and the
+    legend below give every badge's label and one-sentence explanation."""
     st.subheader(t("compare.validity", lang))
-    if badges.empty:
+    badges = validity.badges_by_point(c.badges) if not c.badges.empty else pd.DataFrame()
+    by_point: dict[Point, list[str]] = {}
+    for row in badges.to_dict("records"):
+        shown = [b for b in row["badges"] if b not in SOURCE_BADGES]
+        if shown:
+            by_point[(row["run_id"], row["scenario"], row["concurrency"])] = shown
+    if not by_point:
         st.caption(t("compare.no_badges", lang))
-    else:
-        shown = pd.DataFrame({
-            t("col.id", lang): [f"#{r}" for r in badges["run_id"]],
-            t("compare.col.scenario", lang): badges["scenario"],
-            t("compare.col.concurrency", lang): badges["concurrency"],
-            t("compare.validity", lang): [", ".join(validity.badge_label(b, lang) for b in names)
-                                          for names in badges["badges"]],
-        })
-        st.dataframe(shown, hide_index=True, width="stretch")
+        return
+    table, config = points_pivot(c, lambda key: ", ".join(t(f"compare_page.badge_short.{b}", lang)
+                                                          for b in by_point.get(key, [])))
+    for run_id in run_headers(c):
+        present = sorted({b for (r, _, _), names in by_point.items() if r == run_id for b in names})
+        column = config[f"#{run_id}"]
+        help_text = column.get("help") or ""
+        column["help"] = "\n\n".join([help_text, *(_badge_line(b) for b in present)])
+    st.dataframe(table, column_config=config, width="stretch")
+    used = sorted({b for names in by_point.values() for b in names})
+    with st.expander(t("compare_page.validity_legend", lang), expanded=True):
+        st.markdown("\n".join(f"- {md(_badge_line(b))}" for b in used))
+        st.caption(t("compare_page.validity_source_note", lang))
 
 
-def charts_section(c: Comparison) -> list[tuple[str, Any]]:
+def _badge_line(badge: str) -> str:
+    return (f"{t(f'compare_page.badge_short.{badge}', lang)} = {validity.badge_label(badge, lang)}: "
+            f"{validity.badge_explanation(badge, lang)}")
+
+
+# -- Pareto -------------------------------------------------------------------------------------
+
+
+def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str) -> AnyChart:
+    st.subheader(t("compare_page.pareto", lang))
+    chart = charts.pareto_chart(pareto, lang, stat)
+    show_chart(chart)
+    st.caption(t("compare_page.pareto_tpot", lang, stat=t(f"compare_page.stat.{stat}", lang)))
+    plotted = set(pareto.dropna(subset=["interactivity", "throughput_per_gpu"])["run_id"])
+    absent = [label for run_id, (label, _) in run_headers(c).items() if run_id not in plotted]
+    if absent:
+        st.caption(md(t("compare_page.pareto_absent", lang, runs=", ".join(absent))))
+    front = pareto[pareto["on_frontier"].astype(bool)]
+    keys: list[Point] = list(zip(front["run_id"], front["scenario"], front["concurrency"], strict=True))
+    if len(keys) < 2:
+        st.caption(t("compare_page.pareto_too_few", lang))
+        return chart
+    headers = run_headers(c)
+    labels = {key: t("compare_page.pareto_point", lang, run=headers.get(int(key[0]), (f"#{key[0]}",))[0],
+                     scenario=key[1], concurrency=key[2]) for key in keys}
+    left, right = st.columns(2)
+    a = left.selectbox(t("compare_page.pareto_from", lang), keys, index=0, format_func=labels.__getitem__,
+                       key="compare.pareto_a")
+    b = right.selectbox(t("compare_page.pareto_to", lang), keys, index=1, format_func=labels.__getitem__,
+                        key="compare.pareto_b")
+    change = curve.pareto_change(pareto, a, b)
+    box = st.info if change["problem"] is None else st.warning
+    box(md(curve.pareto_change_text(change, lang, labels)), icon=":material/swap_horiz:")
+    return chart
+
+
+# -- charts and downloads ---------------------------------------------------------------------------
+
+
+SUBTITLE_CELLS = 140  # a subtitle line's width in half-width characters (a CJK one counts two): ~900 px
+
+
+def _wrapped_subtitle(chart: AnyChart) -> AnyChart:
+    """The chart with a long subtitle broken into lines: Vega never wraps a title, so one long
+    line (the scaling chart's rule and badges) widens the chart past the page."""
+    title = getattr(chart, "title", None)
+    subtitle = getattr(title, "subtitle", None)
+    if not isinstance(subtitle, str) or _cells(subtitle) <= SUBTITLE_CELLS:
+        return chart
+    out = chart.copy(deep=True)
+    out.title.subtitle = _wrap_cells(subtitle, SUBTITLE_CELLS)
+    return out
+
+
+def _cells(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _wrap_cells(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` cells, broken after a space or any wide character."""
+    lines, line = [], ""
+    for word in re.findall(r"[^\s]+\s*", text):
+        pieces = [word] if _cells(word) <= width else list(word)  # a CJK run has no spaces: break anywhere
+        for piece in pieces:
+            if line and _cells(line + piece) > width:
+                lines.append(line.rstrip())
+                line = ""
+            line += piece
+    return [*lines, line.rstrip()] if line.strip() else lines
+
+
+PAGE_LEGEND_LIMIT = 560  # px: a legend below the chart may use the page's width (about 940 px at 1400)
+
+
+def show_chart(chart: AnyChart) -> None:
+    """The chart as the exports style it, with its legends below it rather than to its right:
+    at 1400 px the page is about 940 px wide, and two 340 px panels plus a legend of long run
+    names do not fit beside each other.  theme=None keeps Vega's own categorical palette, the
+    one every export uses (Streamlit's theme would recolour the runs in shades of one hue)."""
+    on_page = styled(_wrapped_subtitle(chart)).configure_legend(
+        labelFont=charts.FONT, titleFont=charts.FONT, labelFontSize=11, titleFontSize=12,
+        labelLimit=PAGE_LEGEND_LIMIT, orient="bottom", direction="vertical")
+    st.altair_chart(on_page, theme=None)
+
+
+def page_charts(c: Comparison, stat: str, pareto: pd.DataFrame) -> list[tuple[str, AnyChart]]:
+    """The slide set at the chosen statistic, metric panels two to a row (three cut off the
+    last panel and its legend at 1400 px)."""
+    latency = [f"{name}_{stat}" for name in LATENCIES]
+    estimates = tables.comparison_estimates(c)  # dashed lines beside the measured curves
+    return [
+        (t("compare.chart.metrics_title", lang),
+         charts.metric_chart(c.summary, ["output_tok_s", "qps", *latency], lang, saturation=c.saturation,
+                             columns=2, estimates=estimates)),
+        (t("compare.chart.pareto_title", lang), charts.pareto_chart(pareto, lang, stat)),
+        (t("compare.chart.latency_title", lang),
+         charts.latency_vs_throughput_chart(c.summary, lang, metrics=(f"ttft_{stat}", f"e2e_{stat}"),
+                                            estimates=estimates)),
+        (t("compare.chart.gpu_title", lang), charts.gpu_chart(c.summary, lang, saturation=c.saturation)),
+        (t("compare.chart.scaling_title", lang), charts.scaling_chart(c.scaling, lang, c.summary)),
+    ]
+
+
+def estimate_section(c: Comparison) -> None:
+    """Measured ÷ estimated per point, a sentence per point far below its estimate, and how
+    the estimate was made and checked (its cross-validated error)."""
+    estimates = tables.comparison_estimates(c)
+    st.subheader(t("estimate_overlay.section", lang))
+    for sentence in estimate_overlay.far_below_sentences(estimates, lang):
+        st.warning(sentence)
+    if estimate_overlay.has_estimates(estimates):
+        st.dataframe(estimate_overlay.estimate_table(estimates, lang), hide_index=True)
+    for line in (estimate_overlay.calibration_lines(estimates, lang)
+                 or estimate_overlay.refusal_lines(estimates, lang)):
+        st.caption(line)
+
+
+def charts_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) -> None:
     st.subheader(t("compare.charts", lang))
-    charts = deck.standard_charts(c)
-    for _title, chart in charts:  # each chart carries its own title
-        st.altair_chart(styled(chart))
-    return charts
+    for title, chart in chart_set:
+        if title == t("compare.chart.pareto_title", lang):
+            continue  # drawn in its own section above
+        show_chart(chart)
+        if title == t("compare.chart.gpu_title", lang) and _no_gpu_values(c):
+            st.caption(t("compare_page.no_gpu_note", lang))
 
 
-def downloads_section(c: Comparison, table: pd.DataFrame, charts: list[tuple[str, Any]]) -> None:
+def _no_gpu_values(c: Comparison) -> bool:
+    return all(pd.to_numeric(c.summary[m], errors="coerce").isna().all() for m in charts.GPU_METRICS)
+
+
+def deck_gaps(c: Comparison) -> dict[int, pd.DataFrame]:
+    """Each compared run's "why not N×?" split for the deck (db/scaling_gap_inputs.py, as
+    ``runner export`` reads it); none when the database cannot be read (the reason is shown)."""
+    with db_guard(lang) as guard:
+        gaps = explained_gaps(store(), [c.baseline_run_id, *c.run_ids])
+    return {} if guard.failed else gaps
+
+
+def downloads_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) -> None:
     st.subheader(t("compare.downloads", lang))
     base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
     c1, c2, c3 = st.columns(3)
-    c1.download_button("CSV", tables.table_csv(table, c.caveat), file_name=f"{base}.csv", mime="text/csv")
-    c2.download_button("Markdown", tables.table_markdown(table, c.caveat, lang), file_name=f"{base}.md",
-                       mime="text/markdown")
-    if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare",
-                     help=t("compare.prepare_help", lang)):
+    # A download does not rerun the page (on_click="ignore"): a rerun would render every file
+    # again and withdraw the ones a following click was fetching.
+    c1.download_button("CSV", tables.comparison_csv(c), file_name=f"{base}.csv", mime="text/csv",
+                    on_click="ignore")
+    c2.download_button("Markdown", tables.comparison_markdown(c), file_name=f"{base}.md", mime="text/markdown",
+                    on_click="ignore")
+    if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare", help=t("compare.prepare_help", lang)):
         return
-    with st.spinner(t("compare.rendering", lang)):
-        c3.download_button("PPTX", deck.comparison_deck(c), file_name=f"{base}.pptx",
-                           mime="application/vnd.openxmlformats-officedocument.presentationml.presentation")
-        for index, (title, chart) in enumerate(charts):
-            a, b = st.columns(2)
-            a.download_button(f"PNG · {title}", deck.chart_png(chart, c.caveat),
-                              file_name=f"{base}-chart{index + 1}.png", mime="image/png")
-            b.download_button(f"SVG · {title}", deck.chart_svg(chart, c.caveat),
-                              file_name=f"{base}-chart{index + 1}.svg", mime="image/svg+xml")
+    # Rendering takes seconds: a bar that moves per file says how far it is.
+    steps = 1 + 2 * len(chart_set)
+    bar = st.progress(0.0, text=t("compare.rendering", lang))
+    c3.download_button("PPTX", deck.comparison_deck(c, chart_set=chart_set, gaps=deck_gaps(c)),
+                       file_name=f"{base}.pptx",
+                       mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+                       on_click="ignore")
+    done = 1
+    for index, (title, chart) in enumerate(chart_set):
+        a, b = st.columns(2)
+        bar.progress(done / steps, text=f"{t('compare.rendering', lang)} {title}")
+        a.download_button(f"PNG · {title}", deck.comparison_chart_png(c, chart),
+                          file_name=f"{base}-chart{index + 1}.png", mime="image/png", on_click="ignore")
+        b.download_button(f"SVG · {title}", deck.comparison_chart_svg(c, chart),
+                          file_name=f"{base}-chart{index + 1}.svg", mime="image/svg+xml", on_click="ignore")
+        done += 2
+    bar.empty()
 
+
+# -- the page -----------------------------------------------------------------------------------
 
 selection = pick(lang)
 if selection is not None:
-    result = comparison(selection, lang)
+    # The toggle is drawn below (beside the cold points it concerns); its state from the last
+    # rerun decides how this one is computed.
+    result = comparison(selection, lang, keep_cold=bool(st.session_state.get(KEEP_COLD_KEY, False)))
     if result is not None:
-        comparability_warning(result)
+        verdict_section(result)
         config_diff_section(result)
-        metrics_table = metrics_section(result)
+        statistic = statistic_picker()
+        metrics_section(result, statistic)
+        goodput_section(result)
+        scaling_section(result)
         saturation_section(result)
-        drawn = charts_section(result)
-        downloads_section(result, metrics_table, drawn)
+        validity_section(result)
+        pareto_frame = curve.pareto_points(result.summary, tpot_metric=f"tpot_{statistic}")
+        pareto_section(result, pareto_frame, statistic)
+        estimate_section(result)
+        drawn = page_charts(result, statistic, pareto_frame)
+        charts_section(result, drawn)
+        downloads_section(result, drawn)

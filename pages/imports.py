@@ -6,6 +6,7 @@ imported before is detected by its content hash."""
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import pandas as pd
@@ -15,8 +16,10 @@ from pydantic import ValidationError
 from db import DuplicateImport
 from db.imported_runs import import_file
 from domain.core.i18n import t
-from domain.importer import ImportPreview, preview_import
+from domain.importer import ImportPreview, LineProblem, preview_import
 from domain.importer.conditions import ImportConditions
+from domain.importer.records import safe_file_name
+from domain.importer.shapes import NOT_A_FORMAT
 from domain.plan.presets import GPUS
 from pages.parts.auth import current_actor
 from pages.parts.common import clear_run_caches, current_language, db_guard, store
@@ -37,9 +40,9 @@ def preview_table(preview: ImportPreview) -> pd.DataFrame:
     } for run in preview.runs])
 
 
-def problems_table(preview: ImportPreview) -> pd.DataFrame:
+def problems_table(problems: list[LineProblem]) -> pd.DataFrame:
     return pd.DataFrame([{t("imports.line", lang): p.line or "—", t("imports.problem", lang): p.text(lang)}
-                         for p in preview.problems])
+                         for p in problems])
 
 
 def conditions_form() -> ImportConditions | None:
@@ -71,19 +74,53 @@ def conditions_form() -> ImportConditions | None:
         return None
 
 
+# Browsers send a file name in multipart/form-data with '"', LF and CR percent-encoded (the
+# HTML standard's multipart/form-data encoding); Streamlit passes the name on as sent.
+_MULTIPART_ESCAPES = {"%22": '"', "%0A": "\n", "%0D": "\r"}
+
+
+def upload_name(upload: Any) -> str:
+    """The name of the file as the user's system has it (its control characters are
+    dropped later, by safe_file_name)."""
+    name = str(upload.name)
+    for escaped, char in _MULTIPART_ESCAPES.items():
+        name = name.replace(escaped, char)
+    return name
+
+
+def kind_label(preview: ImportPreview) -> str:
+    """The file's format; a file that turned out to be none of them is not called JSONL."""
+    if any(p.code in NOT_A_FORMAT for p in preview.problems):
+        return t("import.kind.unrecognised", lang)
+    return t("import.kind." + preview.source_kind, lang)
+
+
+def _md(text: str) -> str:
+    """An upload's name inside a Markdown message, shown as typed: every ASCII punctuation
+    character backslash-escaped (CommonMark), so ``[x](y)``, ``**``, ``:red[...]`` or HTML
+    in a file name stay text."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", text)
+
+
 def do_import(files: list[Any], previews: list[ImportPreview], stated: ImportConditions) -> None:
     for upload, preview in zip(files, previews, strict=True):
+        if not preview.importable:
+            continue  # its problems are shown above; nothing to write, nothing to log
+        name = _md(safe_file_name(upload_name(upload)))
         try:
             with db_guard(lang) as guard:
                 result = import_file(store(), io.BytesIO(upload.getvalue()), stated, actor=current_actor(),
-                                     file_name=upload.name, preview=preview)
+                                     file_name=upload_name(upload), preview=preview)
         except DuplicateImport as exc:
-            st.warning(t("imports.duplicate", lang, file=upload.name, runs=", ".join(f"#{r}" for r in exc.run_ids)))
+            st.warning(t("imports.duplicate", lang, file=name, runs=", ".join(f"#{r}" for r in exc.run_ids)))
             continue
         if guard.failed:
             return
+        if result.refused:
+            st.warning(t("imports.refused", lang, file=name))
+            continue
         clear_run_caches()
-        st.success(t("imports.done", lang, file=upload.name, runs=", ".join(f"#{r}" for r in result.run_ids),
+        st.success(t("imports.done", lang, file=name, runs=", ".join(f"#{r}" for r in result.run_ids),
                      points=result.points))
         for run_id in result.run_ids:
             st.page_link("pages/run.py", label=f"#{run_id}", query_params={"run": str(run_id)})
@@ -92,16 +129,23 @@ def do_import(files: list[Any], previews: list[ImportPreview], stated: ImportCon
 files = st.file_uploader(t("imports.upload", lang), type=["jsonl", "json", "csv"], accept_multiple_files=True)
 previews: list[ImportPreview] = []
 for upload in files or []:
-    preview = preview_import(io.BytesIO(upload.getvalue()), file_name=upload.name)
+    preview = preview_import(io.BytesIO(upload.getvalue()), file_name=upload_name(upload))
     previews.append(preview)
-    st.subheader(f"{upload.name} · {t('import.kind.' + preview.source_kind, lang)}")
+    st.subheader(f"{_md(safe_file_name(upload_name(upload)))} · {kind_label(preview)}")
     st.caption(t("imports.summary", lang, runs=len(preview.runs), points=sum(len(r.points) for r in preview.runs),
                  problems=len(preview.problems), sha=preview.sha256[:12]))
     if preview.runs:
         st.dataframe(preview_table(preview), hide_index=True, width="stretch")
-    if preview.problems:
-        st.dataframe(problems_table(preview), hide_index=True, width="stretch")
-if previews:
+    whole_file = [p for p in preview.problems if p.line == 0]
+    if not preview.importable and whole_file:
+        # What the file is and what was expected, in one sentence; its per-line problems follow.
+        st.error(whole_file[-1].text(lang), icon=":material/block:")
+    line_problems = [p for p in preview.problems if p.line != 0 or preview.importable]
+    if line_problems:
+        st.dataframe(problems_table(line_problems), hide_index=True, width="stretch")
+if any(p.importable for p in previews):
     statement = conditions_form()
     if statement is not None:
         do_import(list(files or []), previews, statement)
+elif previews:
+    st.info(t("imports.nothing_importable", lang))

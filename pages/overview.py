@@ -1,11 +1,15 @@
-"""Overview: runs by status and the most recent runs, refreshed live; a clear empty state."""
+"""Overview: runs by status and the most recent runs, refreshed live; a clear empty state
+that sends a new user to the Build form (the quick demo is filled in there)."""
 
 import pandas as pd
 import streamlit as st
 
 from db.rows import RunProgressRow
+from domain.core.access import Action
 from domain.core.i18n import t
+from pages.parts.auth import can
 from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, source_label
+from pages.parts.watch_controls import open_regressions_section
 
 lang = current_language()
 st.title(t("overview.heading", lang))
@@ -31,6 +35,18 @@ def _runs_frame(runs: list[RunProgressRow]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _empty_state() -> None:
+    """First visit: the form is the way in (a YAML plan and the CLI are the other ways).
+    A link, not a button: this fragment reruns every 3 s, and a link's click cannot be lost
+    to a rerun that redraws it."""
+    if not can(Action.SUBMIT):
+        st.info(t("overview.viewer_empty", lang), icon=":material/inbox:")
+        return
+    st.info(t("overview.empty_start", lang), icon=":material/inbox:")
+    st.page_link("pages/build.py", label=t("overview.start_build", lang), icon=":material/add_circle:")
+    st.caption(t("overview.other_ways", lang))
+
+
 @st.fragment(run_every="3s")
 def live_overview() -> None:
     with db_guard(lang) as guard:
@@ -39,7 +55,7 @@ def live_overview() -> None:
     if guard.failed:
         return
     if not runs:
-        st.info(t("overview.empty", lang), icon=":material/inbox:")
+        _empty_state()
         return
     st.subheader(t("overview.counts", lang))
     columns = st.columns(5)
@@ -52,4 +68,5 @@ def live_overview() -> None:
         st.caption("⚠️ " + t("overview.emulated_note", lang))
 
 
+open_regressions_section(lang)
 live_overview()

@@ -42,7 +42,7 @@ if submitted:
         plan = load_plan(text, max_bytes=settings.max_plan_bytes)
         report = check_plan(plan, settings, lang)
     except PlanError as exc:
-        st.error(t("queue.refused", lang) + "\n\n" + "\n".join(f"- {p}" for p in exc.problems))
+        st.error(t("queue.refused", lang) + "\n\n" + "\n".join(f"- {p.text(lang)}" for p in exc.problems))
     else:
         for warning in report.warnings:
             st.warning(warning)

@@ -11,16 +11,20 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import streamlit as st
+from pydantic import ValidationError
 
 from db import LostRace
 from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
+from db.scaling_gap_inputs import explained_run
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
+from domain.importer.records import is_imported_plan
 from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
-from domain.slides.charts import run_points_chart, telemetry_sparklines
+from domain.results.scaling_gap import gap_sentences
+from domain.slides.charts import run_points_chart, scaling_gap_chart, styled, telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     clear_run_caches,
@@ -30,6 +34,7 @@ from pages.parts.common import (
     source_label,
     store,
 )
+from pages.parts.watch_controls import watch_controls
 
 lang = current_language()
 
@@ -56,23 +61,14 @@ def _run_id() -> int | None:
 
 def actions(run: RunRow) -> None:
     c1, c2, c3, c4 = st.columns(4)
-    c4.page_link("pages/compare.py", label=t("run.compare", lang), icon=":material/compare_arrows:",
-                 query_params={"baseline": str(run.id), "lang": lang})
-    if run.source == "imported":
-        return  # nothing to cancel, re-run or duplicate: it was measured elsewhere
+    compare_control(c4, run)
+    if is_imported_plan(run.plan):
+        return  # nothing to cancel, re-run or duplicate: it was measured elsewhere (or emulated elsewhere)
     owner = run.submitted_by
     if not can(Action.CANCEL, owner=owner) and not can(Action.RERUN, owner=owner):
         c1.caption(t("auth.only_own_runs", lang))
-    if (run.status in ("queued", "running") and can(Action.CANCEL, owner=owner)
-            and c1.button(t("runs.cancel", lang), icon=":material/cancel:")):
-        try:
-            store().cancel_run(run.id, actor=current_actor())
-            st.toast(t("runs.cancel_requested", lang, run_id=run.id))
-        except LostRace:
-            st.warning(t("runs.too_late", lang, run_id=run.id))
-        except PermissionDenied as exc:
-            show_denied(exc, lang)
-        clear_run_caches()
+    if run.status in ("queued", "running") and can(Action.CANCEL, owner=owner):
+        cancel_control(c1, run)
     if can(Action.RERUN, owner=owner) and c2.button(t("run.rerun", lang), icon=":material/replay:"):
         plan = RunPlan.model_validate_json(run.plan)
         # One re-run per click: the key changes only after a successful submit.
@@ -91,6 +87,33 @@ def actions(run: RunRow) -> None:
         st.switch_page("pages/run.py", query_params={"run": str(new_id)})
     c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
                  query_params={"from_run": str(run.id)})
+
+
+def compare_control(column: Any, run: RunRow) -> None:
+    """"Compare with…" asks which side this run takes: the baseline the others are measured
+    against, or one of the compared runs (the compare page then asks for the baseline)."""
+    with column.popover(t("run.compare", lang), icon=":material/compare_arrows:"):
+        st.page_link("pages/compare.py", label=t("run.compare_as_baseline", lang, run_id=run.id),
+                     query_params={"baseline": str(run.id), "lang": lang})
+        st.page_link("pages/compare.py", label=t("run.compare_as_other", lang, run_id=run.id),
+                     query_params={"runs": str(run.id), "lang": lang})
+
+
+def cancel_control(column: Any, run: RunRow) -> None:
+    """Cancel asks first (a popover with the consequence and a second button): a stray
+    click on a running sweep would otherwise throw away its remaining points."""
+    with column.popover(t("runs.cancel", lang), icon=":material/cancel:"):
+        st.caption(t("run.cancel_confirm", lang, run_id=run.id))
+        if not st.button(t("run.cancel_yes", lang, run_id=run.id), type="primary", key="run.cancel_yes"):
+            return
+    try:
+        store().cancel_run(run.id, actor=current_actor())
+        st.toast(t("runs.cancel_requested", lang, run_id=run.id))
+    except LostRace:
+        st.warning(t("runs.too_late", lang, run_id=run.id))
+    except PermissionDenied as exc:
+        show_denied(exc, lang)
+    clear_run_caches()
 
 
 def fill_in(run: RunRow) -> None:
@@ -121,16 +144,52 @@ def fill_in(run: RunRow) -> None:
                 clear_run_caches()
 
 
-def header(run: RunRow) -> None:
-    st.title(f"#{run.id} {run.name}")
-    badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
-    source = source_label(run.source, lang)
-    st.markdown(f":{badge[run.status]}-badge[{t('status.' + run.status, lang)}] "
-                f":{'violet' if run.source != 'measured' else 'green'}-badge[{source}] "
-                f"{run.model} · {run.gpu_count}×{run.gpu_type} · {run.engine}"
-                f"{' ' + run.engine_version if run.engine_version else ''} · {run.submitted_by}")
+def _source_badge(run: RunRow) -> str:
+    """The source as its badge says it: an import of emulator output is both."""
+    if run.source == "emulated" and is_imported_plan(run.plan):
+        return t("run.source_imported_emulated", lang).upper()
+    return source_label(run.source, lang)
+
+
+def _facts_line(run: RunRow) -> str:
+    """Model, GPUs, engine and who submitted it; unknown facts say so (never "None"), and
+    an emulated run's GPU is marked as emulated wherever its type came from."""
+    unknown = t("run.unknown_value", lang)
+    gpu = f"{run.gpu_count or unknown}×{run.gpu_type or unknown}"
     if run.source == "emulated":
-        st.caption(t("overview.emulated_note", lang))
+        gpu = t("run.gpu_emulated", lang, gpu=gpu)
+    engine = " ".join(v for v in (run.engine, run.engine_version) if v) or unknown
+    declared = _declared(run)
+    if declared is not None:  # engine: external: nothing here was launched or seen by benchdeck
+        gpu = t("run.declared_value", lang, value=gpu)
+        engine = t("run.declared_engine", lang, engine=" ".join(
+            str(v) for v in (declared.get("engine"), declared.get("version")) if v), endpoint=declared.get("endpoint"))
+        return " · ".join((t("run.declared_value", lang, value=run.model or unknown), gpu, engine, run.submitted_by))
+    return " · ".join((run.model or unknown, gpu, engine, run.submitted_by))
+
+
+def _declared(run: RunRow) -> dict[str, object] | None:
+    """An external run's declared engine, version and endpoint (the plan's ``external``)."""
+    if run.engine != "external" or not run.plan:
+        return None
+    external = json.loads(run.plan).get("external")
+    return external if isinstance(external, dict) else None
+
+
+def header(run: RunRow) -> None:
+    # A name is any text: st.text shows it as typed (no Markdown, no HTML).
+    st.header(f"#{run.id}", anchor=False)
+    st.text(run.name)
+    badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
+    st.markdown(f":{badge[run.status]}-badge[{t('status.' + run.status, lang)}] "
+                f":{'violet' if run.source != 'measured' else 'green'}-badge[{_source_badge(run)}]")
+    st.text(_facts_line(run))
+    if is_imported_plan(run.plan):
+        st.caption(t("run.imported_note", lang))
+    if run.source == "emulated":
+        st.caption(t("run.imported_emulated_note" if is_imported_plan(run.plan) else "overview.emulated_note", lang))
+    if _declared(run) is not None:
+        st.caption(t("run.declared_note", lang))
 
 
 def failure(attempt: AttemptRow) -> None:
@@ -173,11 +232,21 @@ def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> Non
     st.caption(t("run.telemetry_note", lang))
 
 
-def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
-    if run.source != "imported":  # an imported run has no plan: its conditions come from the file
+def plan_section(run: RunRow) -> None:
+    """The plan as YAML; an imported run has none (its conditions come from the file)."""
+    if is_imported_plan(run.plan):
+        return
+    try:
         plan = RunPlan.model_validate_json(run.plan)
-        with st.expander(t("run.configuration", lang), expanded=False):
-            st.code(dump_plan(plan), language="yaml")
+    except ValidationError as exc:  # a plan stored by an older version: the page still shows the run
+        st.caption(t("run.plan_unreadable", lang, detail=f"{exc.error_count()} error(s)"))
+        return
+    with st.expander(t("run.configuration", lang), expanded=False):
+        st.code(dump_plan(plan), language="yaml")
+
+
+def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
+    plan_section(run)
     if attempt is None:
         return
     facts = json.loads(attempt.startup_facts or "{}")
@@ -228,8 +297,52 @@ def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
             st.code(" ".join(member.get("argv") or []), language="bash", wrap_lines=True)
 
 
+def eta_text(finished: list[PointRow], total: int) -> str:
+    """Remaining points × the median time of the finished ones (refined as points land)."""
+    remaining = max(total - len(finished), 0)
+    seconds = [(p.finished_at - p.started_at).total_seconds() for p in finished if p.started_at and p.finished_at]
+    if not seconds:
+        return t("run.eta_unknown", lang, remaining=remaining)
+    median = float(pd.Series(seconds).median())
+    return t("run.eta", lang, remaining=remaining, eta=_duration(median * remaining), done=len(seconds),
+             median=_duration(median))
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _finished_attempt_gaps(run_id: int, attempt_id: int, startup_facts: str) -> pd.DataFrame:
+    """The "why not N×" split of a succeeded attempt, computed once: its points and telemetry
+    are final, while the live fragment around it reruns every 2 s.  ``attempt_id`` keys the
+    cache, so a later attempt of the run is computed afresh."""
+    return explained_run(store(), run_id, json.loads(startup_facts or "{}"))
+
+
+def scaling_gap_section(run_id: int, attempt: AttemptRow) -> None:
+    """"Why not N×?": each concurrency step's gap to linear scaling split into causes read
+    from the run's own signals (domain/results/scaling_gap.py); shown once the run is done."""
+    st.subheader(t("scaling_gap.title", lang))
+    with db_guard(lang) as guard:
+        gaps = _finished_attempt_gaps(run_id, attempt.id, attempt.startup_facts or "")
+    if guard.failed:
+        return
+    if gaps.empty:
+        st.caption(t("scaling_gap.none", lang))
+        return
+    st.altair_chart(styled(scaling_gap_chart(gaps, lang)), theme=None)  # its own sizes, as on the compare page
+    for line in gap_sentences(gaps, lang):
+        st.markdown(f"- {line}")
+    st.caption(t("scaling_gap.method", lang))
+
+
+ACTIVE = ("queued", "running")
+
+
 @st.fragment(run_every="2s")
-def live(run_id: int) -> None:
+def live(run_id: int, status_at_load: str) -> None:
     with db_guard(lang) as guard:
         run = store().get_run(run_id)
         if run is None:
@@ -240,22 +353,39 @@ def live(run_id: int) -> None:
         telemetry = store().telemetry_of(run_id)
     if guard.failed or run is None:  # None has returned above; mypy cannot see it through the guard
         return
+    if status_at_load in ACTIVE and run.status not in ACTIVE:
+        st.rerun(scope="app")  # the actions above the fragment (Cancel) follow the run's end
     latest = attempts[-1] if attempts else None
-    header(run)
-    if run.status == "running" and latest is not None:
-        done = sum(1 for p in points if p.attempt_id == latest.id)
-        st.progress(done / run.total_points,
-                    text=t("run.progress", lang, point=latest.current_point or "—", status=latest.status))
-    if latest is not None:
-        failure(latest)
-    points_section([p for p in points if latest is None or p.attempt_id == latest.id], run)
-    if latest is not None:
-        telemetry_section(latest, telemetry)
-    facts_section(run, latest)
-    if len(attempts) > 1:
-        with st.expander(t("run.attempts", lang, n=len(attempts))):
-            st.dataframe(pd.DataFrame(attempts)[["attempt_no", "runner_id", "status", "failure_kind", "message",
-                                                 "claimed_at", "finished_at"]], hide_index=True)
+    # Every section sits in a container of its own, drawn on every refresh even when empty:
+    # the sections after one that comes or goes (the progress bar, the failure) keep their
+    # place, so the refresh that follows a run's end replaces them instead of showing the
+    # old and the new copy side by side until it finishes.
+    with st.container():
+        header(run)
+    with st.container():
+        if run.status == "running" and latest is not None:
+            finished = [p for p in points if p.attempt_id == latest.id]
+            st.progress(len(finished) / run.total_points,
+                        text=t("run.progress", lang, point=latest.current_point or "—", status=latest.status))
+            st.caption(eta_text(finished, run.total_points))
+    with st.container():
+        if latest is not None:
+            failure(latest)
+    with st.container():
+        points_section([p for p in points if latest is None or p.attempt_id == latest.id], run)
+    with st.container():
+        if latest is not None:
+            telemetry_section(latest, telemetry)
+    with st.container():
+        if latest is not None and run.status == "succeeded":
+            scaling_gap_section(run_id, latest)
+    with st.container():
+        facts_section(run, latest)
+    with st.container():
+        if len(attempts) > 1:
+            with st.expander(t("run.attempts", lang, n=len(attempts))):
+                st.dataframe(pd.DataFrame(attempts)[["attempt_no", "runner_id", "status", "failure_kind",
+                                                     "message", "claimed_at", "finished_at"]], hide_index=True)
 
 
 run_id = _run_id()
@@ -271,5 +401,6 @@ else:
         st.stop()
     if current is not None:
         actions(current)
+        watch_controls(current)
         fill_in(current)
-    live(run_id)
+    live(run_id, current.status if current is not None else "")

@@ -4,25 +4,39 @@
 environment) alive for the whole sweep; ``OneShotBenchClient`` starts
 ``python -m <module>`` per point, the fallback for client versions whose internals
 cannot be driven in-process.  Both take the same argv and produce the same JSONL file.
+``KeptClient`` lets the runner daemon hand an idle warm client to its next run when
+nothing about the client differs (``ClientKey``): the 0.5.23 client's imports are about
+9-12 s of CPU that a queue of small runs, a tuning study above all, would otherwise pay
+once per run while the GPU idles.
+
+Both also leave each measured request's outcome: the warm driver writes the client's own
+``RequestFuncOutput`` per request as JSON lines (``requests_from_driver``); the fallback
+asks the client for ``--output-details`` and reads its arrays (``requests_from_details``).
+``write_request_samples`` turns either into one Parquet file per point.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import select
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tokenizers import Tokenizer
 
-from domain.plan.run_plan import Point, RunPlan
+from domain.plan.run_plan import Point, RunPlan, repeat_seed
+from domain.plan.thinking import CHAT_BACKEND, bench_argv_extras, tokenizer_flag
+from domain.results.requests import REQUEST_COLUMNS
 from runner.process import Child, start_child, stop_group
 
 DRIVER = Path(__file__).resolve().parent / "sglang_side" / "bench_driver.py"
@@ -51,7 +65,8 @@ class BenchTokenizer:
     """The tokenizer the bench client counts and draws prompts with, as a point records it."""
 
     path: Path
-    source: str  # "toy" (emulated runs), "tokenizer-path" or "model-path" (the served model's)
+    # "toy" (emulated runs); the served model's flag: tokenizer-path / model-path (SGLang), tokenizer / model (vLLM)
+    source: str
     vocab_size: int | None  # without added tokens: the id range random-ids draws from
     sha256: str  # short hash of the tokenizer files' contents
 
@@ -65,16 +80,17 @@ def bench_tokenizer(plan: RunPlan, toy_dir: Path) -> BenchTokenizer:
     engine the served model's own: ``tokenizer-path`` from the plan's flags when set (the
     server uses it), else the ``--model-path`` directory.  Offline only: a hub id or a
     directory without tokenizer files raises :class:`TokenizerUnavailable`."""
-    if plan.engine == "emulator":
+    if plan.emulated:
         return describe_tokenizer(toy_dir, "toy")
-    flag = "tokenizer-path" if plan.server_args.get("tokenizer-path") else "model-path"
-    where = str(plan.server_args.get("tokenizer-path") or plan.model)
+    named = tokenizer_flag(plan)
+    flag = named if plan.server_args.get(named) else ("model" if plan.is_vllm else "model-path")
+    where = str(plan.server_args.get(named) or plan.model)
     directory = Path(where)
     if not (directory.is_absolute() and any((directory / name).is_file() for name in LOADABLE_FILES)):
         raise TokenizerUnavailable(
             f"the bench client needs the served model's tokenizer on this host: {flag} {where!r} is not a local "
             f"directory with {', '.join(LOADABLE_FILES[:-1])} or {LOADABLE_FILES[-1]}. Give the model as a local "
-            "directory or set tokenizer-path in server_args (nothing is downloaded, and the toy tokenizer would "
+            f"directory or set {named} in server_args (nothing is downloaded, and the toy tokenizer would "
             "count and draw prompts wrongly for a real model)")
     return describe_tokenizer(directory, flag)
 
@@ -106,9 +122,12 @@ def bench_env(tokenizer_dir: Path) -> dict[str, str]:
 
 
 def build_bench_argv(
-    plan: RunPlan, point: Point, *, base_url: str, tokenizer: Path, output_file: Path, known_flags: set[str]
+    plan: RunPlan, point: Point, *, base_url: str, tokenizer: Path, output_file: Path, known_flags: set[str],
+    output_details: bool = False,
 ) -> list[str]:
-    """bench_serving arguments for one point; optional flags only where the client has them."""
+    """bench_serving arguments for one point; optional flags only where the client has them.
+    ``output_details``: ask for the per-request arrays (the fallback's only source of
+    per-request data), where the client knows ``--output-details``."""
     bench = plan.benchmark
     argv = [
         "--backend", bench.backend,
@@ -122,7 +141,7 @@ def build_bench_argv(
         "--request-rate", str(bench.request_rate),
         "--max-concurrency", str(point.concurrency),
         "--warmup-requests", str(point.warmup),
-        "--seed", str(bench.seed),
+        "--seed", str(repeat_seed(bench, point.repeat_idx)),
         "--output-file", str(output_file),
     ]
     if bench.dataset_path:
@@ -130,7 +149,8 @@ def build_bench_argv(
     optional = {
         "--flush-cache": bench.flush_cache,
         "--tokenize-prompt": bench.tokenize_prompt,
-        "--apply-chat-template": bench.apply_chat_template,
+        # The server renders chat requests; the client would render a text dataset's template a second time.
+        "--apply-chat-template": bench.apply_chat_template and bench.backend != CHAT_BACKEND,
         "--disable-ignore-eos": not bench.ignore_eos,
     }
     for flag, wanted in optional.items():
@@ -140,6 +160,12 @@ def build_bench_argv(
             argv.append(flag)
     if "--ready-check-timeout-sec" in known_flags:
         argv += ["--ready-check-timeout-sec", "0"]  # the runner already gated readiness
+    if output_details and "--output-details" in known_flags:
+        argv.append("--output-details")
+    extras = bench_argv_extras(bench)  # thinking mode: chat_template_kwargs on every request
+    if extras and "--extra-request-body" not in known_flags:
+        raise BenchError("this bench_serving has no --extra-request-body; the plan's thinking mode needs it")
+    argv += extras
     return argv
 
 
@@ -154,6 +180,8 @@ class PointOutcome:
     # What the warm driver corrected (moved random-ids starts, empty completions failed);
     # None where nothing could check (the one-process-per-point fallback).
     checks: dict[str, Any] | None = None
+    # Where the warm driver wrote each measured request (None: not asked, the fallback).
+    requests_file: Path | None = None
 
 
 @dataclass
@@ -170,8 +198,12 @@ class WarmBenchClient:
     mode: str = "warm"
     wrap_argv: Callable[[list[str]], list[str]] | None = None  # e.g. runner.lifeline.wrap on a Ray node
     tokenizer: BenchTokenizer | None = None  # set by the attempt: what every point's prompts use
+    busy: bool = False  # a point was sent and its "done" not read: the process is mid-point
+    runs_served: int = 0  # attempts this process served before the current one (0: started for it)
+    started_at: float | None = None  # time.time() of the process start
 
     def start(self, *, timeout_s: float = 180) -> None:
+        self.started_at = time.time()
         argv = [str(self.python), str(DRIVER)]
         self.child = start_child(
             self.wrap_argv(argv) if self.wrap_argv else argv, log_path=self.log_path, env=self.env,
@@ -201,11 +233,18 @@ class WarmBenchClient:
         raise BenchError(f"bench client gave no answer within {timeout_s:.0f} s")
 
     def run_point(
-        self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool]
+        self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool],
+        requests_file: Path | None = None,
     ) -> PointOutcome:
+        """Run one point; with ``requests_file`` the driver writes every measured request there."""
         assert self.child is not None and self.child.popen.stdin is not None  # noqa: S101
         started = time.time()
-        self.child.popen.stdin.write((json.dumps({"id": point_id, "argv": argv}) + "\n").encode())
+        # log_path: the driver writes what the client prints to this attempt's log, also
+        # when the process was started for an earlier run (KeptClient).
+        request = {"id": point_id, "argv": argv, "requests_file": str(requests_file) if requests_file else None,
+                   "log_path": str(self.log_path)}
+        self.busy = True
+        self.child.popen.stdin.write((json.dumps(request) + "\n").encode())
         self.child.popen.stdin.flush()
         phases: dict[str, float] = {"sent": started}
         while True:
@@ -213,8 +252,10 @@ class WarmBenchClient:
             name = str(event.get("event"))
             phases[name] = float(event.get("t") or time.time())
             if name == "done":
+                self.busy = False
                 return PointOutcome(bool(event.get("ok")), event.get("error"), phases.get("measure_start"), started,
-                                    phases["done"], phases, checks=dict(event.get("checks") or {}))
+                                    phases["done"], phases, checks=dict(event.get("checks") or {}),
+                                    requests_file=requests_file)
 
     def close(self, grace_s: float = 5) -> None:
         if self.child is not None:
@@ -250,8 +291,11 @@ class OneShotBenchClient:
         self.known_flags = _help_flags(self.python, self.module, self.env, timeout_s)
 
     def run_point(
-        self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool]
+        self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool],
+        requests_file: Path | None = None,
     ) -> PointOutcome:
+        """Run one point in its own process; ``requests_file`` is not written (the
+        per-request data comes from ``--output-details`` in the record instead)."""
         started = time.time()
         command = [str(self.python), "-m", self.module, *argv]
         self.child = start_child(self.wrap_argv(command) if self.wrap_argv else command, log_path=self.log_path,
@@ -294,6 +338,62 @@ def _help_flags(python: Path, module: str, env: dict[str, str], timeout_s: float
 BenchClient = WarmBenchClient | OneShotBenchClient
 
 
+@dataclass(frozen=True)
+class ClientKey:
+    """Everything a warm client process fixed when it started: the interpreter (hence the
+    client version), its environment, and the tokenizer files it may have cached by path
+    (their content hash, so a tokenizer replaced in place starts a new process)."""
+
+    python: str
+    env: tuple[tuple[str, str], ...]
+    tokenizer_path: str
+    tokenizer_sha256: str
+
+    @classmethod
+    def of(cls, python: Path, env: dict[str, str], tokenizer: BenchTokenizer) -> ClientKey:
+        return cls(str(python), tuple(sorted(env.items())), str(tokenizer.path), tokenizer.sha256)
+
+
+@dataclass
+class KeptClient:
+    """At most one idle warm client, held by the runner daemon between runs.
+
+    A run takes it (``take``) only when its ``ClientKey`` is the same; at the end of a run
+    the attempt gives it back (``keep``) only when it is idle between points and alive;
+    anything else (a cancel, a failed point, a stop of the runner) closes it.  The next
+    run's points are what a longer sweep of the same process would be: the driver reads
+    each point's arguments and seeds afresh (runner/sglang_side/bench_driver.py)."""
+
+    key: ClientKey | None = None
+    client: WarmBenchClient | None = None
+
+    def take(self, key: ClientKey) -> WarmBenchClient | None:
+        """The kept client when it was started with ``key`` and still runs; else None
+        (a kept client with another key is closed: one process at a time)."""
+        client, kept_key = self.client, self.key
+        self.client, self.key = None, None
+        if client is None:
+            return None
+        if kept_key == key and client.child is not None and client.child.alive and not client.busy:
+            client.runs_served += 1
+            return client
+        client.close()
+        return None
+
+    def keep(self, key: ClientKey, client: WarmBenchClient) -> bool:
+        """Hold ``client`` for the next run; False (and nothing held) when it cannot serve one."""
+        self.close()
+        if client.child is None or not client.child.alive or client.busy or client.wrap_argv is not None:
+            return False
+        self.client, self.key = client, key
+        return True
+
+    def close(self, grace_s: float = 5) -> None:
+        if self.client is not None:
+            self.client.close(grace_s=grace_s)
+        self.client, self.key = None, None
+
+
 def client_conditions(client: BenchClient | None, outcome: PointOutcome) -> dict[str, Any]:
     """What a point records about its prompts: the tokenizer (path, vocab size, hash) and
     what the warm driver corrected.  ``request_checks`` None: nothing checked them (the
@@ -301,3 +401,111 @@ def client_conditions(client: BenchClient | None, outcome: PointOutcome) -> dict
     tokenizer = client.tokenizer if client is not None else None
     return {"tokenizer": tokenizer.condition() if tokenizer is not None else None,
             "request_checks": outcome.checks}
+
+
+# --- per-request samples -----------------------------------------------------------------------
+# The columns of domain.results.requests.REQUEST_COLUMNS, in its order (checked below).
+REQUEST_SCHEMA = pa.schema([
+    ("request_idx", pa.int64()), ("success", pa.bool_()), ("input_len", pa.int64()), ("output_len", pa.int64()),
+    ("ttft_ms", pa.float64()), ("tpot_ms", pa.float64()), ("e2e_ms", pa.float64()),
+    ("itl_ms", pa.list_(pa.float64())), ("start_s", pa.float64()),
+])
+if tuple(REQUEST_SCHEMA.names) != REQUEST_COLUMNS:
+    raise RuntimeError("REQUEST_SCHEMA and domain.results.requests.REQUEST_COLUMNS disagree")
+# The arrays ``--output-details`` adds to a record: one entry per measured request each,
+# megabytes at a thousand prompts, so they go to the Parquet file, not the stored record.
+DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors", "cached_tokens",
+               "cached_tokens_details")
+
+
+@dataclass(frozen=True)
+class MeasuredRequest:
+    """One measured request as the client timed it (seconds)."""
+
+    success: bool
+    input_len: int | None
+    output_len: int | None
+    ttft_s: float
+    e2e_s: float
+    itl_s: list[float]
+    start: float | None  # the client's own clock (perf_counter); None where the client gives none
+
+
+def requests_from_driver(path: Path) -> list[MeasuredRequest]:
+    """The warm driver's JSON lines (one ``RequestFuncOutput`` each, see
+    ``runner/sglang_side/bench_driver.py``), in the client's order."""
+    requests = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        out = json.loads(line)
+        start = out.get("start_time")
+        requests.append(MeasuredRequest(
+            success=bool(out.get("success")), input_len=out.get("prompt_len"), output_len=out.get("output_len"),
+            ttft_s=float(out.get("ttft") or 0.0), e2e_s=float(out.get("latency") or 0.0),
+            itl_s=[float(x) for x in out.get("itl") or []],
+            start=float(start) if isinstance(start, int | float) and start > 0 else None,
+        ))
+    return requests
+
+
+def requests_from_details(record: dict[str, Any]) -> list[MeasuredRequest] | None:
+    """The fallback's per-request data from a record written with ``--output-details``:
+    a request failed where its error is non-empty; e2e is ttft + the sum of its
+    inter-token gaps (the arrays carry no latency and no start time).  None: no arrays."""
+    ttfts, itls = record.get("ttfts"), record.get("itls")
+    if not isinstance(ttfts, list) or not isinstance(itls, list):
+        return None
+    n = len(ttfts)
+    inputs, outputs = _column(record, "input_lens", n), _column(record, "output_lens", n)
+    errors = _column(record, "errors", n)
+    requests = []
+    for i in range(n):
+        gaps = [float(x) for x in (itls[i] if i < len(itls) else None) or []]
+        ttft = float(ttfts[i] or 0.0)
+        requests.append(MeasuredRequest(success=not errors[i], input_len=inputs[i], output_len=outputs[i],
+                                        ttft_s=ttft, e2e_s=ttft + sum(gaps), itl_s=gaps, start=None))
+    return requests
+
+
+def _column(record: dict[str, Any], key: str, n: int) -> list[Any]:
+    values = record.get(key)
+    values = values if isinstance(values, list) else []
+    return [values[i] if i < len(values) else None for i in range(n)]
+
+
+def without_details(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as stored in the database: the per-request arrays left out."""
+    return {key: value for key, value in record.items() if key not in DETAIL_KEYS}
+
+
+def _tpot_ms(request: MeasuredRequest) -> float:
+    """bench_serving's own TPOT: (latency - ttft) / (output_len - 1), for output_len > 1 only."""
+    if not request.success or request.output_len is None or request.output_len <= 1:
+        return math.nan
+    return (request.e2e_s - request.ttft_s) / (request.output_len - 1) * 1000
+
+
+def request_table(requests: Sequence[MeasuredRequest]) -> pa.Table:
+    """``REQUEST_COLUMNS`` in milliseconds; a failed request's latencies are NaN (the
+    client leaves them out of every metric); ``start_s`` is seconds after the earliest
+    measured request started (NaN where the client gave no start time)."""
+    starts = [r.start for r in requests if r.start is not None]
+    first = min(starts) if starts else None
+    columns = {
+        "request_idx": list(range(len(requests))),
+        "success": [r.success for r in requests],
+        "input_len": [r.input_len for r in requests],
+        "output_len": [r.output_len for r in requests],
+        "ttft_ms": [r.ttft_s * 1000 if r.success else math.nan for r in requests],
+        "tpot_ms": [_tpot_ms(r) for r in requests],
+        "e2e_ms": [r.e2e_s * 1000 if r.success else math.nan for r in requests],
+        "itl_ms": [[x * 1000 for x in r.itl_s] for r in requests],
+        "start_s": [r.start - first if r.start is not None and first is not None else math.nan for r in requests],
+    }
+    return pa.table(columns, schema=REQUEST_SCHEMA)
+
+
+def write_request_samples(requests: Sequence[MeasuredRequest], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(request_table(requests), path, compression="zstd")

@@ -1,45 +1,40 @@
-"""``python -m runner``: submit, check, status, the daemon (serve, work --burst), backup, restore and diagnose.
+"""``python -m runner``: submit, check, status, the daemon (serve, work --burst), backup, restore, diagnose,
+estimate, tune and max-concurrency.
 
-Every user error ends in a readable message and exit 1, never a traceback.
+Every user error ends in a readable message, never a traceback: exit 2 for an option
+whose value cannot be read (as argparse does for its own), exit 1 for everything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db import DbBusy, Store
+from db.connection import KEEP_IDLE_S, keep_open
 from domain.core.access import Action, PermissionDenied, local_actor, require
 from domain.core.i18n import t
 from domain.core.settings import Settings, get_settings
+from domain.importer.records import is_imported_plan
 from domain.plan.checks import CheckReport, check_plan
-from domain.plan.plan_io import PlanError, load_plan
 from domain.plan.quotas import QuotaExceeded
-from domain.plan.run_plan import RunPlan
+from runner import estimate_cmd
+from runner.command_args import add_max_concurrency, add_tune, imported_when_run
+from runner.plan_file import load_plan_file
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from domain.importer.conditions import ImportConditions
     from runner.daemon import Runner
 
 EXIT_OK = 0
 EXIT_INVALID = 1
-
-
-def _load(path: str, settings: Settings, lang: str) -> RunPlan | None:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        print(t("cli.cannot_read", lang, path=path, detail=exc), file=sys.stderr)
-        return None
-    try:
-        return load_plan(text, max_bytes=settings.max_plan_bytes)
-    except PlanError as exc:
-        print(t("cli.plan_invalid", lang, path=path), file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  - {problem}", file=sys.stderr)
-        return None
+EXIT_USAGE = 2
 
 
 def _print_report(report: CheckReport, lang: str) -> None:
@@ -52,10 +47,10 @@ def _print_report(report: CheckReport, lang: str) -> None:
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    plan = _load(args.plan, settings, args.lang)
+    plan = load_plan_file(args.plan, settings, args.lang)
     if plan is None:
         return EXIT_INVALID
-    report = check_plan(plan, settings, args.lang)
+    report = check_plan(plan, settings, args.lang, every_vllm_version=True)
     _print_report(report, args.lang)
     if report.errors:
         return EXIT_INVALID
@@ -64,7 +59,7 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
-    plan = _load(args.plan, settings, args.lang)
+    plan = load_plan_file(args.plan, settings, args.lang)
     if plan is None:
         return EXIT_INVALID
     report = check_plan(plan, settings, args.lang)
@@ -94,23 +89,43 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     if not runs:
         print(t("cli.no_runs", args.lang))
         return EXIT_OK
-    header = f"{'id':>5}  {'status':<10} {'source':<9} {'points':>7}  {'gpu':<8} {'model':<28} name"
+    header = f"{'id':>5}  {'status':<10} {'source':<18} {'points':>7}  {'gpu':<8} {'model':<28} name"
     print(header)
     for run in runs:
-        points = f"{run.points_done}/{run.total_points}"
-        gpu = f"{run.gpu_count}x{run.gpu_type}"
+        imported = is_imported_plan(run.plan)
+        # An import has no attempt: its points are all there, written in one transaction.
+        points = f"{run.total_points if imported else run.points_done}/{run.total_points}"
+        gpu = f"{run.gpu_count or '?'}x{run.gpu_type or '?'}"
         failure = f" ({run.failure_kind})" if run.failure_kind else ""
         print(
-            f"{run.id:>5}  {run.status:<10} {run.source:<9} {points:>7}  {gpu:<8} "
-            f"{(run.model or '?')[:28]:<28} {run.name}{failure}"
+            f"{run.id:>5}  {run.status:<10} {_source_text(run.source, imported):<18} {points:>7}  {gpu:<8} "
+            f"{(run.model or '?')[:28]:<28} {_one_line(run.name)}{failure}"
         )
     return EXIT_OK
+
+
+def _source_text(source: str, imported: bool) -> str:
+    """``emulated`` output stays emulated when imported, and says both."""
+    return f"{source} (imported)" if imported and source != "imported" else source
+
+
+def _one_line(text: str) -> str:
+    """A name as one terminal line: names are any text, and a stored name from before the
+    import cleaned them may still hold a control character."""
+    return "".join(c if c.isprintable() else " " for c in text)
 
 
 def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
     from runner.daemon import configure_logging
 
     configure_logging()
+    # The daemon writes a point, its telemetry and the current point about once a second and
+    # heartbeats beside them, each access a DuckDB open and close (25-35 ms, issue 20) unless
+    # the process keeps its connection (bench/db_lock.py measures both).  Switched on here,
+    # in the process's entry point, not in Runner: tests and tools that drive a Runner in
+    # their own process keep open-do-close.  The same idle limit as the app's: a waiter (the
+    # app, a backup) still gets the lock within _WATCH_S of asking (db/connection.py).
+    keep_open(KEEP_IDLE_S)
     runner = runner_class(settings)(settings)
     runner.install_signal_handlers()
     return runner.work(burst=args.burst)
@@ -130,7 +145,7 @@ def runner_class(settings: Settings) -> type[Runner]:
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
-    from domain.results import analysis
+    from db.scaling_gap_inputs import explained_gaps
     from domain.results.comparison import comparison_with_settings
     from domain.results.frames import points_frame
     from domain.slides import deck, tables
@@ -143,23 +158,28 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     if missing:
         print(t("cli.export_missing", args.lang, runs=", ".join(map(str, missing))), file=sys.stderr)
         return EXIT_INVALID
+    if not _mixing_allowed(frame, run_ids, args):
+        return EXIT_INVALID
+    # Per-request samples: pooled percentiles and bootstrap noise, as on the compare page.
+    samples = store.request_samples([int(p) for p in frame["point_id"].dropna()])
     c = comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
-                                 intended_to_differ=frozenset(args.intended or []))
+                                 intended_to_differ=frozenset(args.intended or []), requests=samples)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))
-    table = analysis.wide_table(c.compare, args.lang)
     written = []
     for fmt in args.format:
         if fmt == "csv":
-            written.append(_write(out / f"{stem}.csv", tables.table_csv(table, c.caveat)))
+            written.append(_write(out / f"{stem}.csv", tables.comparison_csv(c)))
         elif fmt == "md":
-            written.append(_write(out / f"{stem}.md", tables.table_markdown(table, c.caveat, args.lang).encode()))
+            written.append(_write(out / f"{stem}.md", tables.comparison_markdown(c).encode()))
         elif fmt == "pptx":
-            written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c)))
+            # "Why not N×?" per run, from the same rows as the compare page's deck.
+            written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c, gaps=explained_gaps(store, run_ids))))
         else:
             for index, (_title, chart) in enumerate(deck.standard_charts(c), start=1):
-                data = deck.chart_png(chart, c.caveat) if fmt == "png" else deck.chart_svg(chart, c.caveat).encode()
+                data = (deck.comparison_chart_png(c, chart) if fmt == "png"
+                        else deck.comparison_chart_svg(c, chart).encode())
                 written.append(_write(out / f"{stem}-chart{index}.{fmt}", data))
     for line in c.caveat:
         print(f"# {line}", file=sys.stderr)
@@ -167,25 +187,35 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _mixing_allowed(frame: pd.DataFrame, run_ids: list[int], args: argparse.Namespace) -> bool:
+    """The compare page's rule (pages/parts/selection.py): emulated runs are not compared with
+    measured or imported ones unless asked for, here with ``--allow-mixed``."""
+    source = dict(zip(frame["run_id"], frame["source"], strict=True))
+    emulated = [r for r in run_ids if source.get(r) == "emulated"]
+    others = [r for r in run_ids if source.get(r) != "emulated"]
+    if not (emulated and others):
+        return True
+    params = {"emulated": ", ".join(f"#{r}" for r in emulated),
+              "others": ", ".join(f"#{r} ({source.get(r)})" for r in others)}
+    if args.allow_mixed:
+        print(t("cli.export_mixed_allowed", args.lang, **params), file=sys.stderr)
+        return True
+    print(t("cli.export_mixed_refused", args.lang, **params), file=sys.stderr)
+    return False
+
+
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     """Import bench_serving JSONL or an AIPerf export; what the file does not say, the
-    options state; the rest stays unknown."""
-    from pydantic import ValidationError
-
+    options state; the rest stays unknown.  A file with nothing to import writes nothing."""
     from db import DuplicateImport
     from db.imported_runs import import_file
-    from domain.importer.conditions import ImportConditions
 
-    gpu_type, gpu_count = _gpu(args.gpu) if args.gpu else (None, None)
-    try:
-        # --sglang-version names the engine too: the pasted flags are then checked against it.
-        engine = args.engine or ("sglang" if args.sglang_version else None)
-        stated = ImportConditions(model=args.model, gpu_type=gpu_type, gpu_count=gpu_count,
-                                  engine=engine,  # type: ignore[arg-type]  # argparse choices above
-                                  engine_version=args.sglang_version, server_command=args.server_args,
-                                  dataset=args.dataset, warmup=args.warmup)
-    except (ValidationError, ValueError) as exc:
-        print(t("cli.import_bad_statement", args.lang, detail=exc), file=sys.stderr)
+    gpu = _gpu(args.gpu) if args.gpu else (None, None)
+    if gpu is None:
+        print(t("cli.import_bad_gpu", args.lang, value=args.gpu), file=sys.stderr)
+        return EXIT_USAGE
+    stated = _statement(args, *gpu)
+    if stated is None:
         return EXIT_INVALID
     path = Path(args.file)
     if not path.is_file():
@@ -203,12 +233,37 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         print(t("cli.denied", args.lang, detail=str(exc)), file=sys.stderr)
         return EXIT_INVALID
     for problem in result.preview.problems:
-        print(f"  line {problem.line}: {problem.text(args.lang)}", file=sys.stderr)
+        print(f"  {problem.text(args.lang)}", file=sys.stderr)
     for skipped in result.skipped:
-        print(f"  line {skipped['line']}: {skipped['code']}", file=sys.stderr)
+        print(f"  {t('import.skipped.' + skipped['code'], args.lang, line=skipped['line'])}", file=sys.stderr)
+    if result.refused:
+        print(t("cli.import_refused", args.lang, file=path.name), file=sys.stderr)
+        return EXIT_INVALID
     print(" ".join(map(str, result.run_ids)))
     print(t("cli.imported", args.lang, runs=len(result.run_ids), points=result.points), file=sys.stderr)
-    return EXIT_OK if result.run_ids else EXIT_INVALID
+    return EXIT_OK
+
+
+def _statement(args: argparse.Namespace, gpu_type: str | None, gpu_count: int | None) -> ImportConditions | None:
+    """The options as an ImportConditions, or None after one readable line per problem."""
+    from pydantic import ValidationError
+
+    from domain.importer.conditions import ImportConditions
+
+    try:
+        # --sglang-version names the engine too: the pasted flags are then checked against it.
+        engine = args.engine or ("sglang" if args.sglang_version else None)
+        return ImportConditions(model=args.model, gpu_type=gpu_type, gpu_count=gpu_count,
+                                engine=engine,  # type: ignore[arg-type]  # argparse choices above
+                                engine_version=args.sglang_version, server_command=args.server_args,
+                                dataset=args.dataset, warmup=args.warmup)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"]) or "-"
+            print(t("cli.import_bad_statement", args.lang, detail=f"{where}: {error['msg']}"), file=sys.stderr)
+    except ValueError as exc:
+        print(t("cli.import_bad_statement", args.lang, detail=exc), file=sys.stderr)
+    return None
 
 
 def _ops(key: str, lang: str, **params: object) -> str:
@@ -266,14 +321,19 @@ def cmd_diagnose(args: argparse.Namespace, settings: Settings) -> int:
     return diagnose(args.file, as_json=args.json, lang=args.lang)
 
 
-def _gpu(text: str) -> tuple[str, int]:
-    """``H200x8`` / ``8xH200`` → ("H200", 8)."""
-    parts = text.lower().split("x")
-    if len(parts) == 2 and parts[0].isdigit():
-        return text.split("x", 1)[1] if "x" in text else text, int(parts[0])
-    if len(parts) == 2 and parts[1].isdigit():
-        return text.rsplit("x", 1)[0], int(parts[1])
-    raise argparse.ArgumentTypeError(f"GPU must look like H200x8, got {text!r}")
+# "H200x8", "8xH200", "8×H200", "RTX6000x2": a type and a count joined by x (the type's own
+# letters may contain an x: the count is the digits at the other end).
+_GPU_AFTER = re.compile(r"^(?P<type>[A-Za-z0-9][A-Za-z0-9_-]*?)\s*[xX×]\s*(?P<count>[0-9]{1,4})$")
+_GPU_BEFORE = re.compile(r"^(?P<count>[0-9]{1,4})\s*[xX×]\s*(?P<type>[A-Za-z0-9][A-Za-z0-9_-]*)$")
+
+
+def _gpu(text: str) -> tuple[str, int] | None:
+    """``H200x8`` / ``8xH200`` → ("H200", 8); None for anything else (``CPU:1``)."""
+    for pattern in (_GPU_BEFORE, _GPU_AFTER):
+        match = pattern.match(text.strip())
+        if match and int(match["count"]) >= 1:
+            return match["type"], int(match["count"])
+    return None
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -310,6 +370,9 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx"],
                      default=None, help="repeatable; default: csv and md")
     exp.add_argument("--out", default=".", help="output directory")
+    exp.add_argument("--allow-mixed", action="store_true",
+                     help="compare emulated runs with measured or imported ones (refused otherwise, as on the "
+                          "compare page)")
     exp.set_defaults(func=cmd_export)
     imp = sub.add_parser("import", help="import bench_serving JSONL (any SGLang version) or an AIPerf export")
     imp.add_argument("file")
@@ -326,6 +389,9 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     diag.add_argument("file", help="a server log, a /metrics text or a /server_info JSON (told apart by content)")
     diag.add_argument("--json", action="store_true", help="print one JSON object")
     diag.set_defaults(func=cmd_diagnose)
+    estimate_cmd.add_parser(sub)
+    add_tune(sub, imported_when_run("runner.tune"))
+    add_max_concurrency(sub, imported_when_run("runner.max_concurrency"))
     _add_ops_commands(sub)
     return parser
 

@@ -34,11 +34,12 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from db import DbUnusable, LostRace, RunnerCapabilities, Store
+from db import DbBusy, DbUnusable, LostRace, RunnerCapabilities, Store
 from db.recovery import keep_leftover_wal, open_and_migrate, wal_path_for
 from db.store import Claim
 from domain.core.settings import Settings
@@ -47,10 +48,11 @@ from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 from runner import host, server_process
 from runner.attempt import AttemptContext, AttemptExecution, HostState, foreign_reason
-from runner.bench_client import BenchCancelled
+from runner.bench_client import BenchCancelled, KeptClient
 from runner.lease import Fenced, Heartbeat, StopState, StoreWriter
 from runner.process import kill_recorded_group, pick_free_port, port_is_free
 from runner.telemetry import GpuScopeError, open_nvml
+from runner.watch import watch_tick
 
 log = logging.getLogger("benchdeck.runner")
 # Exit code of ``work``/``serve`` when the database cannot be opened (a WAL that will not replay).
@@ -76,8 +78,10 @@ class Runner:
         self._stuck_port: int | None = None  # a port a teardown left taken: unhealthy until it is free
         self._policy_sha256: str | None = None  # the flag policy file's content at the last claim
         self._policy_loaded: tuple[str, Policy] | None = None  # (content sha256, the policy read from it)
+        self.vllm_version = detect_vllm_version(settings)
         self.caps = RunnerCapabilities(settings.runner_id, settings.runner_gpu_type, settings.runner_gpu_count,
-                                       self.sglang_version)
+                                       self.sglang_version, self.vllm_version)
+        self.kept_client = KeptClient()  # the warm bench client between runs (runner/bench_client.py)
 
     # --- start-up -----------------------------------------------------------------------
     def _detect_sglang_version(self) -> str | None:
@@ -163,13 +167,17 @@ class Runner:
                          "from a backup, or move the WAL aside knowing its writes are lost, then restart.",
                          self.store.db_path, exc, wal)
             return EXIT_DB_UNUSABLE
-        return self.claim_loop(burst=burst)
+        try:
+            return self.claim_loop(burst=burst)
+        finally:
+            self.kept_client.close(grace_s=0 if self.stop.cold.is_set() else 5)
 
     def claim_loop(self, *, burst: bool) -> int:
         """Pass after pass until a stop (with ``burst``: until a pass claims nothing); the
         runners row is touched after each pass, so the host shows alive while idle."""
         while not self.stop.warm.is_set():
             ran = self.run_once()
+            self.watch_pass()
             if not ran:
                 if burst:
                     break
@@ -177,6 +185,16 @@ class Runner:
             self.store.runner_heartbeat(self.caps.runner_id, healthy=self.healthy,
                                         unhealthy_reason=self.unhealthy_reason)
         return 0
+
+    def watch_pass(self) -> None:
+        """Watched configurations (runner/watch.py): follow this host's SGLang version (in demo
+        mode the one it emulates, BENCHDECK_EMULATED_SGLANG_VERSION), judge ended re-runs, queue
+        owed ones at low priority.  A busy database skips a pass; the next one catches up."""
+        try:
+            watch_tick(self.store, self.settings, runner_id=self.caps.runner_id, gpu_type=self.caps.gpu_type,
+                       host_version=self.sglang_version or self.settings.emulated_sglang_version)
+        except DbBusy as exc:
+            log.warning("watch pass skipped: %s", exc)
 
     def _check_health(self) -> None:
         """Pre-flight before a claim: an unhealthy host claims nothing (the run stays queued)
@@ -279,7 +297,8 @@ class Runner:
         return AttemptExecution(ctx, self.nvml, self.nvml_reason, self.host_info, self.sglang_version,
                                 self._edge_policy(), self._policy_sha256,
                                 HostState(mark_unhealthy=self._mark_unhealthy, stuck_port=self._set_stuck_port,
-                                          own_groups=self._own_groups))
+                                          own_groups=self._own_groups), kept_client=self.kept_client,
+                                vllm_version=self.vllm_version)
 
     def _set_stuck_port(self, port: int) -> None:
         self._stuck_port = port
@@ -302,7 +321,7 @@ class Runner:
         try:
             execution = self.new_execution(ctx)
             execution.run()
-            outcome = (AttemptStatus.SUCCEEDED, None, None)
+            outcome = (AttemptStatus.SUCCEEDED, None, ctx.sla_stop)
         except server_process.AttemptCancelled as exc:
             outcome = (AttemptStatus.CANCELLED, None, str(exc))
         except BenchCancelled:
@@ -325,7 +344,7 @@ class Runner:
         finally:
             beat.finish()
             if execution is not None:
-                execution.teardown()
+                execution.teardown(succeeded=outcome[0] is AttemptStatus.SUCCEEDED)
             outcome = self._disk_full_outcome(outcome)
             self._finish(ctx, *outcome)
 
@@ -368,6 +387,25 @@ class Runner:
             log.info("attempt %s: %s %s → run %s", ctx.attempt_id, status, kind or "", run_status)
         except LostRace:
             log.warning("attempt %s ended elsewhere (lease expired)", ctx.attempt_id)
+
+
+def detect_vllm_version(settings: Settings) -> str | None:
+    """The vLLM version at BENCHDECK_VLLM_PYTHON, read from its package metadata (importing
+    vLLM would start CUDA); None where none is configured or it cannot be read (logged: the
+    host then claims no engine: vllm run)."""
+    if settings.vllm_python is None:
+        return None
+    command = [str(settings.vllm_python), "-c", "import importlib.metadata as m; print(m.version('vllm'))"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("BENCHDECK_VLLM_PYTHON %s: cannot read the vLLM version: %s", settings.vllm_python, exc)
+        return None
+    if done.returncode != 0:
+        log.warning("BENCHDECK_VLLM_PYTHON %s has no vllm package: %s", settings.vllm_python,
+                    done.stderr.strip()[-300:])
+        return None
+    return done.stdout.strip() or None
 
 
 def configure_logging() -> None:

@@ -259,3 +259,39 @@ def gpu_memory_by_gpu(nvml: NvmlReader | None, gpus: GpuSet = None) -> dict[str,
     if nvml is None:
         return None
     return {nvml.uuids[i]: nvml.nvml.nvmlDeviceGetMemoryInfo(nvml.handles[i]).used / 1e9 for i in nvml.indexes(gpus)}
+
+
+def gpu_health(nvml: NvmlReader | None, gpus: GpuSet = None) -> dict[str, Any]:
+    """What says each of ``gpus`` is fit to measure on, read before launch (idle): its clock-event
+    reasons (0x1 idle expected; a throttle bit at idle is a cooling or power fault), uncorrected
+    ECC errors since the driver loaded, pending or failed memory row remapping (on the lent H200
+    retired pages are 'Not Supported': row remapping replaces them).  An unanswered reading is
+    None; ``checked`` False without NVML."""
+    if nvml is None:
+        return {"checked": False}
+    nv = nvml.nvml
+    return {"checked": True, "gpus": [_gpu_health(nv, nvml.handles[i], nvml.uuids[i]) for i in nvml.indexes(gpus)]}
+
+
+def _gpu_health(nv: Any, handle: Any, uuid: str) -> dict[str, Any]:
+    remapped = _nvml_or_none(nv, "nvmlDeviceGetRemappedRows", handle)  # (correctable, uncorrectable, pending, failure)
+    return {
+        "uuid": uuid,
+        "clock_event_reasons": _nvml_or_none(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle),
+        "ecc_uncorrected": _nvml_or_none(nv, "nvmlDeviceGetTotalEccErrors", handle,
+                                         getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+                                         getattr(nv, "NVML_VOLATILE_ECC", 0)),
+        "remapped_rows_pending": bool(remapped[2]) if remapped else None,
+        "remapped_rows_failure": bool(remapped[3]) if remapped else None,
+    }
+
+
+def _nvml_or_none(nv: Any, name: str, *args: Any) -> Any:
+    """One NVML reading, None where the binding or the device does not answer it."""
+    call = getattr(nv, name, None)  # a stand-in NVML in tests may lack the call
+    if call is None:
+        return None
+    try:
+        return call(*args)
+    except Exception:  # NVMLError_NotSupported: ECC off, no row remapper
+        return None

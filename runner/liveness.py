@@ -52,10 +52,10 @@ class _Streak:
         self.last_error = error
 
 
-def probe_once(base_url: str, timeout_s: float) -> str | None:
+def probe_once(base_url: str, timeout_s: float, path: str = "/health_generate") -> str | None:
     """None when the scheduler answered (any status below 500); else what went wrong."""
     try:
-        response = requests.get(f"{base_url}/health_generate", timeout=timeout_s)
+        response = requests.get(f"{base_url}{path}", timeout=timeout_s)
     except requests.Timeout:
         return f"no answer within {timeout_s:g} s"
     except requests.RequestException as exc:
@@ -74,6 +74,7 @@ class LivenessProbe:
     targets: list[tuple[str, str]]  # (member name, base URL)
     rule: LivenessRule
     verdict: str | None = None
+    path: str = "/health_generate"  # vLLM: /health, which asks its engine core (runner/attempt.py)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -96,7 +97,7 @@ class LivenessProbe:
         streak = _Streak()
         while not self._stop.is_set() and self.verdict is None:
             started = time.monotonic()
-            error = probe_once(url, self.rule.timeout_s)
+            error = probe_once(url, self.rule.timeout_s, self.path)
             if error is None:
                 streak = _Streak()
             else:
@@ -112,5 +113,5 @@ class LivenessProbe:
     def _message(self, name: str, url: str, streak: _Streak) -> str:
         span = time.monotonic() - streak.since
         who = "" if len(self.targets) == 1 else f" ({name})"
-        return (f"scheduler not responding{who}: /health_generate failed {streak.count} times over {span:.0f} s "
+        return (f"scheduler not responding{who}: {self.path} failed {streak.count} times over {span:.0f} s "
                 f"while /health {health_word(url)}; last: {streak.last_error}")

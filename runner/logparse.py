@@ -22,7 +22,7 @@ How a log is read (``find_failure``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from domain.core.states import NEVER_RETRIED, FailureKind
@@ -128,7 +128,7 @@ FATAL_PATTERNS: tuple[FatalPattern, ...] = (
 )
 
 # An exception line ends a traceback: "RuntimeError: …", "torch.OutOfMemoryError: …", "EOFError".
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s|$)")
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s|$)")
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 _REQUEST_ERROR = re.compile(r"Exception in ASGI application")
@@ -157,51 +157,67 @@ class _Finding:
     diagnosis: Diagnosis
 
 
-def _match_line(line: str) -> FatalPattern | None:
-    if any(harmless.search(line) for harmless in HARMLESS_PATTERNS):
-        return None
-    return next((fatal for fatal in FATAL_PATTERNS if fatal.pattern.search(line)), None)
+@dataclass(frozen=True)
+class LogReader:
+    """How one engine's log shows a failure: its harmless lines, its fatal patterns, the
+    line that says one request failed while the server lives, and what an exception with no
+    pattern of its own means from the frames above it.  SGLang's is :data:`SGLANG_LOG`;
+    vLLM's is in runner/vllm_log.py.  Tracebacks read alike for both (Python's own)."""
+
+    harmless: tuple[re.Pattern[str], ...]
+    fatal: tuple[FatalPattern, ...]
+    request_error: re.Pattern[str]
+    traceback_meaning: Callable[[list[str]], FatalPattern]
+
+    def match_line(self, line: str) -> FatalPattern | None:
+        if any(harmless.search(line) for harmless in self.harmless):
+            return None
+        return next((fatal for fatal in self.fatal if fatal.pattern.search(line)), None)
+
+    def findings(self, lines: list[str]) -> Iterator[_Finding]:
+        frames: list[str] = []
+        in_traceback = request_error = False
+        for order, line in enumerate(lines):
+            text = line.strip()
+            if self.request_error.search(text):
+                request_error = True
+            if _TRACEBACK.search(text):
+                in_traceback, frames = True, []
+            frame = _FRAME.match(line)
+            if frame:
+                in_traceback = True
+                frames.append(f"{frame.group(1)} {frame.group(2)}")
+                continue
+            if in_traceback and line[:1].isspace():
+                continue  # a frame's source line (`raise RuntimeError(f"NCCL error: …")`) says nothing happened
+            ends_traceback = in_traceback and bool(EXCEPTION_LINE.match(text))
+            if not request_error:
+                fatal = self.match_line(text)
+                if fatal is None and ends_traceback and not _CONSEQUENCES.match(text):
+                    fatal = self.traceback_meaning(frames)
+                if fatal is not None:
+                    yield _Finding(fatal.tier, order, Diagnosis(fatal.kind, text, fatal.hint))
+            if ends_traceback:
+                in_traceback = request_error = False
+
+    def find_failure(self, lines: list[str]) -> Diagnosis | None:
+        """The failure these (unwrapped) lines show, or None where they show none."""
+        findings = list(self.findings(lines))
+        return _pick(findings) if findings else None
 
 
-def _traceback_meaning(line: str, frames: list[str]) -> FatalPattern:
+def _traceback_meaning(frames: list[str]) -> FatalPattern:
     """What an exception line with no pattern of its own means, from the frames above it."""
     if any(_ARGS_FRAMES.search(frame) for frame in frames):
-        return FatalPattern(_EXCEPTION, FailureKind.BAD_ARGS,
+        return FatalPattern(EXCEPTION_LINE, FailureKind.BAD_ARGS,
                             "the server's arguments or environment (SGLANG_* variables) were rejected at start-up")
     if any(_PD_FRAMES.search(frame) for frame in frames):
-        return FatalPattern(_EXCEPTION, FailureKind.SERVER_CRASH, _PD_HINT)
-    return FatalPattern(_EXCEPTION, FailureKind.SERVER_CRASH, _CRASH_HINT, tier=REPORT)
-
-
-def _findings(lines: list[str]) -> Iterator[_Finding]:
-    frames: list[str] = []
-    in_traceback = request_error = False
-    for order, line in enumerate(lines):
-        text = line.strip()
-        if _REQUEST_ERROR.search(text):
-            request_error = True
-        if _TRACEBACK.search(text):
-            in_traceback, frames = True, []
-        frame = _FRAME.match(line)
-        if frame:
-            in_traceback = True
-            frames.append(f"{frame.group(1)} {frame.group(2)}")
-            continue
-        if in_traceback and line[:1].isspace():
-            continue  # a frame's source line (`raise RuntimeError(f"NCCL error: …")`) says nothing happened
-        ends_traceback = in_traceback and bool(_EXCEPTION.match(text))
-        if not request_error:
-            fatal = _match_line(text)
-            if fatal is None and ends_traceback and not _CONSEQUENCES.match(text):
-                fatal = _traceback_meaning(text, frames)
-            if fatal is not None:
-                yield _Finding(fatal.tier, order, Diagnosis(fatal.kind, text, fatal.hint))
-        if ends_traceback:
-            in_traceback = request_error = False
+        return FatalPattern(EXCEPTION_LINE, FailureKind.SERVER_CRASH, _PD_HINT)
+    return FatalPattern(EXCEPTION_LINE, FailureKind.SERVER_CRASH, _CRASH_HINT, tier=REPORT)
 
 
 def _is_exception(finding: _Finding) -> bool:
-    return bool(_EXCEPTION.match(finding.diagnosis.line))
+    return bool(EXCEPTION_LINE.match(finding.diagnosis.line))
 
 
 def _pick(findings: list[_Finding]) -> Diagnosis:
@@ -215,10 +231,12 @@ def _pick(findings: list[_Finding]) -> Diagnosis:
     return strongest[-1].diagnosis
 
 
+SGLANG_LOG = LogReader(HARMLESS_PATTERNS, FATAL_PATTERNS, _REQUEST_ERROR, _traceback_meaning)
+
+
 def find_failure(log_text: str) -> Diagnosis | None:
     """The failure a log shows, or None where it shows none."""
-    findings = list(_findings(log_lines(log_text)))
-    return _pick(findings) if findings else None
+    return SGLANG_LOG.find_failure(log_lines(log_text))
 
 
 def classify(log_text: str, *, default: FailureKind) -> Diagnosis:

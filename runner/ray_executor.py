@@ -44,6 +44,7 @@ from db.store import Claim, ProcessGroup, RunnerCapabilities, Store
 from domain.core.settings import Settings
 from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import load_policy
+from domain.plan.naming import slug
 from domain.plan.run_plan import RunPlan
 from runner import host, server_process
 from runner.attempt import AttemptContext, AttemptExecution, HostState
@@ -68,12 +69,12 @@ def task_options(plan: RunPlan, node_id: str | None = None) -> dict[str, Any]:
     return {
         **pinned,
         "resources": {gpu_resource(plan.gpu.type): float(plan.gpu.count)},
-        "num_gpus": plan.gpu.count if plan.engine == "sglang" else 0,
+        "num_gpus": 0 if plan.emulated or plan.is_external else plan.gpu.count,
         "num_cpus": 1,
         "max_retries": 0,  # retry is the runner's own policy
         "retry_exceptions": False,
         "num_returns": "streaming",
-        "name": f"benchdeck-run-{plan.name}",
+        "name": f"benchdeck-run-{slug(plan.name, 'plan')}",  # Ray task names: ASCII only
     }
 
 
@@ -119,7 +120,7 @@ class StreamWriter:
 def _outcome(execution: AttemptExecution) -> tuple[str, str | None, str | None]:
     try:
         execution.run()
-        return str(AttemptStatus.SUCCEEDED), None, None
+        return str(AttemptStatus.SUCCEEDED), None, execution.ctx.sla_stop
     except server_process.AttemptCancelled as exc:
         return str(AttemptStatus.CANCELLED), None, str(exc)
     except BenchCancelled:
@@ -216,6 +217,7 @@ class RayRunner(Runner):
             ray.init(address=self.settings.ray_address or "auto", logging_level=logging.WARNING, log_to_driver=False)
         while True:
             claimed = self.run_once()
+            self.watch_pass()  # watched configurations follow the head's SGLang version only
             if self.stop.warm.is_set() and not self.active:
                 break
             if burst and not claimed and not self.active:

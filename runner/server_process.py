@@ -13,7 +13,7 @@ import requests
 
 from domain.core.states import FailureKind
 from domain.plan.command import LOOPBACK
-from runner.logparse import classify, startup_facts, startup_stage
+from runner import logparse, vllm_log
 from runner.process import Child, port_is_free, start_child, stop_group, tail
 from runner.server_log import DEFAULT_ROTATION, LogRotation
 
@@ -44,6 +44,7 @@ class EngineServer:
     child: Child
     port: int
     argv: list[str]
+    engine: str = "sglang"  # whose log wordings and endpoints: "sglang" (and its emulator) or "vllm"
 
     @property
     def base_url(self) -> str:
@@ -54,7 +55,8 @@ class EngineServer:
 
     def crash_failure(self, *, default: FailureKind, what: str) -> AttemptFailure:
         self.child.settle_log()  # the fatal line may still be in the pipe
-        diagnosis = classify(tail(self.child.log_path, 200_000), default=default)
+        reader = vllm_log if self.engine == "vllm" else logparse
+        diagnosis = reader.classify(tail(self.child.log_path, 200_000), default=default)
         code = self.child.returncode
         message = f"{what} (exit code {code})" if code is not None else what
         if diagnosis.line:
@@ -67,12 +69,12 @@ class EngineServer:
 
 
 def launch(argv: list[str], *, port: int, log_path: Path, env: dict[str, str],
-           rotation: LogRotation = DEFAULT_ROTATION) -> EngineServer:
+           rotation: LogRotation = DEFAULT_ROTATION, engine: str = "sglang") -> EngineServer:
     """Start the server with its output in ``log_path``, rotated at ``rotation`` (the
     daemon passes ``LogRotation.from_settings(settings)``)."""
     if not port_is_free(port):
         raise PortTaken(port)
-    return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv)
+    return EngineServer(start_child(argv, log_path=log_path, env=env, rotation=rotation), port, argv, engine)
 
 
 def http_status(url: str, timeout_s: float = 2.0) -> int | None:
@@ -86,7 +88,9 @@ def http_status(url: str, timeout_s: float = 2.0) -> int | None:
 def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[], bool]) -> float:
     """Wait until /health answers 200 while the child is alive; return seconds to ready.
 
-    /v1/models answers before the server has warmed up, so it is not a readiness signal."""
+    /v1/models answers before an SGLang server has warmed up, so it is not a readiness
+    signal.  vLLM serves no HTTP at all until its engine is up (runner/vllm_log.py), and its
+    /health then answers 200 until the engine dies."""
     start = time.monotonic()
     while True:
         if not server.child.alive:
@@ -96,7 +100,8 @@ def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[],
         if http_status(f"{server.base_url}/health") == 200:
             return time.monotonic() - start
         if time.monotonic() - start > budget_s:
-            stage = startup_stage(tail(server.child.log_path, 400_000))
+            reader = vllm_log if server.engine == "vllm" else logparse
+            stage = reader.startup_stage(tail(server.child.log_path, 400_000))
             raise AttemptFailure(
                 FailureKind.STARTUP_TIMEOUT,
                 f"timeout: startup:{stage} — the server was not ready within {budget_s:.0f} s "
@@ -145,10 +150,22 @@ def server_info_facts(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
+    if server.engine == "vllm":
+        return vllm_startup_record(server, seconds_to_ready)
     info = server_info(server)
-    facts: dict[str, Any] = dict(startup_facts(tail(server.child.log_path, 400_000)))
+    facts: dict[str, Any] = dict(logparse.startup_facts(tail(server.child.log_path, 400_000)))
     facts["seconds_to_ready"] = round(seconds_to_ready, 3)
     facts.update(server_info_facts(info))  # never a null over the log's value
     facts["emulated"] = bool(info.get("emulated") or info.get("benchdeck_emulator"))
     facts["server_info"] = info
+    return facts
+
+
+def vllm_startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
+    """A vLLM server's facts come from its log (runner/vllm_log.py): it has no
+    /server_info outside development mode.  ``emulated`` is left to the attempt, which
+    knows the plan (a real vLLM's log never says so)."""
+    facts: dict[str, Any] = dict(vllm_log.startup_facts(tail(server.child.log_path, 400_000)))
+    facts["seconds_to_ready"] = round(seconds_to_ready, 3)
+    facts["engine"] = "vllm"
     return facts

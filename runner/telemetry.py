@@ -4,10 +4,20 @@ Samples are buffered in memory while a point runs and leave in one go when it en
 the raw samples to a per-attempt Parquet file (compact; the compare page never reads
 them), a summary per metric (mean, p50, max) to DuckDB.  Where there is no GPU, the
 GPU telemetry is recorded as *unavailable* with the reason — never as zeros.
+
+Two summaries are not statistics of a level (see :func:`summarise`): NVML's clock-event
+reasons are a bitmask, summarised as the bitwise OR of every sample; the server's token
+counters become their increase over the measured window (``*_delta``).
+
+The /metrics reader is on the sampler's hot path (4 Hz per server for a whole sweep), so
+it keeps one HTTP connection per thread and parses only the lines of the families it
+keeps; ``python -m bench runner_gaps`` measures what it costs.
 """
 
 from __future__ import annotations
 
+import http.client
+import re
 import statistics
 import threading
 import time
@@ -15,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-# sglang: gauges worth a time series; counters are summarised from the bench record instead.
+# sglang: gauges worth a time series.
 SERVER_GAUGES = {
     "sglang:num_running_reqs": "running_reqs",
     "sglang:num_queue_reqs": "queued_reqs",
@@ -30,10 +40,48 @@ SERVER_GAUGES = {
     "sglang:gen_throughput": "gen_throughput",
     "sglang:num_used_tokens": "used_tokens",
 }
+# sglang: the tokenizer manager's token counters (srt/observability/metrics_collector.py,
+# TokenizerMetricsCollector), raised once per finished request by its prompt and generated
+# tokens: the server's own count of the lengths it served.
+SERVER_COUNTERS = {
+    "sglang:prompt_tokens_total": "prompt_tokens_total",
+    "sglang:generation_tokens_total": "generation_tokens_total",
+}
+# sglang: the scheduler's counters (SchedulerMetricsCollector, same file): requests
+# retracted because the KV pool could not hold the next token, and forward passes by CUDA
+# graph mode (label ``mode``: decode_cuda_graph / decode_none / prefill_cuda_graph /
+# prefill_none).  Exported per scheduler like its gauges, so totalled like them
+# (:func:`scheduler_counter_totals`).  domain/results/scaling_gap.py reads their deltas.
+RETRACTED = "sglang:num_retracted_requests_total"
+GRAPH_PASSES = "sglang:cuda_graph_passes_total"
+SCHEDULER_COUNTERS = {RETRACTED: "retracted_requests_total", GRAPH_PASSES: "cuda_graph_passes_total"}
+_PASS_MODES = {"decode_cuda_graph": "graph_decode_passes_total", "decode_none": "eager_decode_passes_total"}
+# What each counter's summary is called: its increase over the measured window.
+COUNTER_DELTAS = {"prompt_tokens_total": "prompt_tokens_delta", "generation_tokens_total": "generation_tokens_delta",
+                  "retracted_requests_total": "retracted_requests_delta",
+                  "graph_decode_passes_total": "graph_decode_passes_delta",
+                  "eager_decode_passes_total": "eager_decode_passes_delta",
+                  # vLLM's prefix cache (runner/vllm_metrics.py): prompt tokens looked up, and found
+                  "prefix_cache_queries_total": "prefix_cache_queries_delta",
+                  "prefix_cache_hits_total": "prefix_cache_hits_delta"}
+# Under PD a request passes both roles and each counts it: prompt tokens are the prefill
+# server's work and generated tokens the decode server's, so each is kept on that role only.
+# Sources are "server" or "server:<member>", members named "<role>-<index>" (domain/plan/topology.py).
+_DELTA_ROLE = {"prompt_tokens_delta": "prefill", "generation_tokens_delta": "decode",
+               # a decode server retracts and runs the decode passes; a prefill server does neither
+               "retracted_requests_delta": "decode", "graph_decode_passes_delta": "decode",
+               "eager_decode_passes_delta": "decode",
+               "prefix_cache_queries_delta": "prefill", "prefix_cache_hits_delta": "prefill"}
+_PD_ROLES = ("prefill", "decode")
 
+# NVML's clock-event reasons are a bitmask: its summary is the OR of every sample.
+BITMASK_METRICS = frozenset({"clock_event_reasons"})
 
-_GAUGE_PREFIXES = tuple(f"{name}{{" for name in SERVER_GAUGES) + tuple(f"{name} " for name in SERVER_GAUGES)
-_GAUGE_COMMENTS = tuple(f"# {kind} {name} " for name in SERVER_GAUGES for kind in ("HELP", "TYPE"))
+_KEPT = {**SERVER_GAUGES, **SERVER_COUNTERS, **SCHEDULER_COUNTERS}
+_ALL_COUNTERS = frozenset({*SERVER_COUNTERS, *SCHEDULER_COUNTERS})
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_ESCAPE = re.compile(r"\\[\\\"n]")
 
 
 @dataclass(frozen=True)
@@ -141,37 +189,106 @@ def open_nvml(module: Any = None) -> tuple[NvmlReader | None, str | None]:
         return None, f"NVML unavailable: {type(exc).__name__}: {exc}"
 
 
-_SESSION = requests.Session()  # keep-alive: a new connection per 250 ms sample costs more than the read
-
-
-def _wanted_lines(text: str) -> str:
-    """Only the gauges we keep (and their # HELP/# TYPE lines): SGLang's /metrics also has
-    large histograms, and parsing them 4 times a second is most of the sampler's CPU."""
-    return "\n".join(line for line in text.splitlines()
-                     if line.startswith(_GAUGE_PREFIXES) or line.startswith(_GAUGE_COMMENTS)) + "\n"
-
-
 @dataclass(frozen=True)
 class GaugeSeries:
-    """One labelled series of a gauge, as /metrics exposes it."""
+    """One labelled series of a gauge (or a kept counter), as /metrics exposes it."""
 
     name: str  # SGLang's name, e.g. sglang:num_running_reqs
     labels: dict[str, str]
     value: float
 
 
-# Gauges that count things add up across DP replicas; a ratio of equal-sized pools does not,
-# so its replicas are averaged.
-_RATIO_GAUGES = frozenset({"token_usage", "cache_hit_rate"})
+def _unescape(value: str) -> str:
+    return _ESCAPE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
+
+
+def parse_sample_line(line: str) -> GaugeSeries:
+    """One sample line of the text format: ``name{k="v",...} value [timestamp]``."""
+    brace = line.find("{")
+    if brace < 0:
+        name, _, rest = line.partition(" ")
+        return GaugeSeries(name, {}, float(rest.split()[0]))
+    close = line.rindex("}")
+    labels = {key: _unescape(value) for key, value in _LABEL.findall(line, brace + 1, close)}
+    return GaugeSeries(line[:brace], labels, float(line[close + 1:].split()[0]))
+
+
+def kept_series(text: str | bytes) -> list[GaugeSeries]:
+    """Every series of SERVER_GAUGES and SERVER_COUNTERS in a /metrics text, labels kept.
+
+    Only those families' lines are looked at.  The text format keeps a family's samples
+    together after its ``# TYPE`` line, so each family is found by one ``str.find`` of that
+    line and read to the end of its block: the histograms (most of a real server's
+    exposition, thousands of bucket lines with DP ranks) are never split into lines, let
+    alone parsed.  A family without a ``# TYPE`` line is looked up sample by sample.  Read
+    as bytes, only the kept lines are decoded.  Same values as the Prometheus parser
+    (``tests/test_metrics_sampler.py`` checks both on real expositions)."""
+    raw = text.encode() if isinstance(text, str) else text
+    return [parse_sample_line(line.decode("utf-8", errors="replace"))
+            for name in _KEPT for line in _family_lines(raw, name.encode())]
+
+
+def _family_lines(text: bytes, name: bytes) -> list[bytes]:
+    return family_lines(text, name, counter=name.decode() in _ALL_COUNTERS)
+
+
+def family_lines(text: bytes, name: bytes, *, counter: bool) -> list[bytes]:
+    """The sample lines of ``name`` (a sample name: a counter's ends in ``_total``) in an
+    exposition, read as :func:`kept_series` reads them (runner/vllm_metrics.py too)."""
+    family = name.removesuffix(b"_total") if counter else name
+    for typed in dict.fromkeys((name, family)):  # a counter's TYPE is written with or without _total
+        at = text.find(b"# TYPE " + typed + b" ")
+        if at >= 0:
+            return _block_lines(text, text.find(b"\n", at) + 1, name, family)
+    return _untyped_lines(text, name)
+
+
+def _block_lines(text: bytes, start: int, name: bytes, family: bytes) -> list[bytes]:
+    """From ``start`` to the end of the family's block: its samples named ``name`` (not
+    e.g. a counter's ``_created``), past its own HELP/TYPE lines; any other comment or
+    family ends the block."""
+    wanted, lines = (name + b"{", name + b" "), []
+    while 0 < start < len(text):
+        end = text.find(b"\n", start)
+        line = text[start:end if end >= 0 else len(text)]
+        start = end + 1 if end >= 0 else len(text)
+        if line.startswith(b"#"):
+            if line.split(b" ", 3)[2:3] not in ([name], [family]):
+                break
+        elif line.startswith(wanted):
+            lines.append(line)
+        elif line.strip() and not line.startswith(family):
+            break
+    return lines
+
+
+def _untyped_lines(text: bytes, name: bytes) -> list[bytes]:
+    """Every line that starts with ``name`` followed by ``{`` or a space, wherever it is."""
+    lines = []
+    for marker in (name + b"{", name + b" "):
+        at = text.find(marker)
+        while at >= 0:
+            if at == 0 or text[at - 1:at] == b"\n":
+                end = text.find(b"\n", at)
+                lines.append(text[at:end if end >= 0 else len(text)])
+            at = text.find(marker, at + 1)
+    return lines
 
 
 def gauge_series(text: str, *, only_kept: bool = True) -> list[GaugeSeries]:
     """Every series of the gauges in a /metrics text, labels kept; ``only_kept`` limits it
-    to SERVER_GAUGES (the sampler's fast path)."""
-    wanted = _wanted_lines(text) if only_kept else text
+    to SERVER_GAUGES (the sampler's fast path, :func:`kept_series`); otherwise every gauge
+    family through the Prometheus parser (``python -m runner diagnose``)."""
+    if only_kept:
+        return [s for s in kept_series(text) if s.name in SERVER_GAUGES]
     return [GaugeSeries(sample.name, dict(sample.labels), float(sample.value))
-            for family in text_string_to_metric_families(wanted) if only_kept or family.type == "gauge"
+            for family in text_string_to_metric_families(text) if family.type == "gauge"
             for sample in family.samples]
+
+
+# Gauges that count things add up across DP replicas; a ratio of equal-sized pools does not,
+# so its replicas are averaged.
+_RATIO_GAUGES = frozenset({"token_usage", "cache_hit_rate"})
 
 
 def _replica(labels: dict[str, str]) -> tuple[str, str]:
@@ -193,10 +310,36 @@ def server_totals(series: list[GaugeSeries]) -> dict[str, float]:
     total (``priority=""``).  So: breakdowns dropped, one series per replica (the lowest
     pp/tp rank, the others repeat it), counts summed over replicas and ratios averaged.
     """
+    values = _per_replica(series, _gauge_metric)
+    return {metric: (sum(v) / len(v) if metric in _RATIO_GAUGES else sum(v)) for metric, v in values.items()}
+
+
+def counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
+    """SERVER_COUNTERS summed over their label series.  Unlike the scheduler's gauges these
+    are the tokenizer manager's: each finished request raises exactly one series (its
+    ``is_streaming``, ``priority`` and custom labels), so no series repeats another."""
+    totals: dict[str, float] = {}
+    for s in series:
+        metric = SERVER_COUNTERS.get(s.name)
+        if metric is not None:
+            totals[metric] = totals.get(metric, 0.0) + s.value
+    return totals
+
+
+def scheduler_counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
+    """SCHEDULER_COUNTERS for the whole server: as :func:`server_totals` does for the
+    scheduler's gauges, one series per DP replica (the lowest pp/tp rank) summed over
+    replicas; CUDA-graph passes split by decode mode (prefill modes are not kept)."""
+    return {metric: sum(v) for metric, v in _per_replica(series, _scheduler_counter_metric).items()}
+
+
+def _per_replica(series: list[GaugeSeries], metric_of: Callable[[GaugeSeries], str | None]) -> dict[str, list[float]]:
+    """Each metric's values, one per DP replica: the series of the lowest pp/tp rank (the
+    other ranks of a replica repeat it); ``metric_of`` names a series' metric or drops it."""
     per_replica: dict[tuple[str, str, str], GaugeSeries] = {}
     for s in series:
-        metric = SERVER_GAUGES.get(s.name)
-        if metric is None or s.labels.get("priority", ""):
+        metric = metric_of(s)
+        if metric is None:
             continue
         key = (metric, *_replica(s.labels))
         kept = per_replica.get(key)
@@ -205,13 +348,77 @@ def server_totals(series: list[GaugeSeries]) -> dict[str, float]:
     values: dict[str, list[float]] = {}
     for (metric, _, _), s in per_replica.items():
         values.setdefault(metric, []).append(s.value)
-    return {metric: (sum(v) / len(v) if metric in _RATIO_GAUGES else sum(v)) for metric, v in values.items()}
+    return values
+
+
+def _gauge_metric(s: GaugeSeries) -> str | None:
+    """A SERVER_GAUGES series' metric; a per-priority breakdown is dropped (its total is kept)."""
+    return None if s.labels.get("priority", "") else SERVER_GAUGES.get(s.name)
+
+
+def _scheduler_counter_metric(s: GaugeSeries) -> str | None:
+    """A SCHEDULER_COUNTERS series' metric; CUDA-graph passes by decode mode (prefill modes dropped)."""
+    metric = SCHEDULER_COUNTERS.get(s.name)
+    if metric == SCHEDULER_COUNTERS[GRAPH_PASSES]:
+        return _PASS_MODES.get(s.labels.get("mode", ""))
+    return metric
+
+
+class MetricsUnavailable(RuntimeError):
+    """/metrics answered with something other than 200."""
+
+
+_CONNECTIONS = threading.local()  # one keep-alive connection per sampler thread and server
+
+
+def _connection(base_url: str, timeout_s: float) -> http.client.HTTPConnection:
+    pool: dict[str, http.client.HTTPConnection] = _CONNECTIONS.__dict__.setdefault("pool", {})
+    conn = pool.get(base_url)
+    if conn is None:
+        parts = urlsplit(base_url)
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = pool[base_url] = kind(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+    return conn
+
+
+def _drop_connection(base_url: str) -> None:
+    conn = _CONNECTIONS.__dict__.get("pool", {}).pop(base_url, None)
+    if conn is not None:
+        conn.close()
+
+
+def fetch_metrics(base_url: str, timeout_s: float = 1.0) -> bytes:
+    """GET ``/metrics`` on a kept-alive connection.  Plain ``http.client``: the requests
+    library costs about five times its CPU per GET (1.8 against 0.37 ms on the emulator),
+    which at 4 Hz was most of the sampler's cost.  A connection the server closed while
+    idle is reopened once."""
+    path = (urlsplit(base_url).path.rstrip("/")) + "/metrics"
+    for attempt in (1, 2):
+        conn = _connection(base_url, timeout_s)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            _drop_connection(base_url)
+            if attempt == 2:
+                raise
+            continue
+        except Exception:
+            _drop_connection(base_url)
+            raise
+        if response.status != 200:
+            raise MetricsUnavailable(f"{base_url}/metrics answered {response.status}")
+        return body
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def read_server_metrics(base_url: str, now: float, timeout_s: float = 1.0) -> list[Sample]:
-    response = _SESSION.get(f"{base_url}/metrics", timeout=timeout_s)
-    response.raise_for_status()
-    totals = server_totals(gauge_series(response.text))
+    """One reading of a server: SERVER_GAUGES and SCHEDULER_COUNTERS totalled over
+    replicas, SERVER_COUNTERS over label series (cumulative values; :func:`summarise` turns
+    the counters into deltas)."""
+    series = kept_series(fetch_metrics(base_url, timeout_s))
+    totals = {**server_totals(series), **counter_totals(series), **scheduler_counter_totals(series)}
     return [Sample(now, "server", None, metric, value) for metric, value in totals.items()]
 
 
@@ -234,12 +441,18 @@ class Sampler:
         period = 1.0 / self.hz
         next_at = time.monotonic()
         while not self._stop.is_set():
-            try:
-                self.samples.extend(self.read(time.time()))
-            except Exception:  # a missed sample must not end the point; the count is kept
-                self.errors += 1
+            self._read_once()
             next_at += period
             self._stop.wait(max(0.0, next_at - time.monotonic()))
+        # One more reading once the point is over: a counter's delta must end after the
+        # last request finished, not up to one period before it.
+        self._read_once()
+
+    def _read_once(self) -> None:
+        try:
+            self.samples.extend(self.read(time.time()))
+        except Exception:  # a missed sample must not end the point; the count is kept
+            self.errors += 1
 
     def stop(self) -> list[Sample]:
         self._stop.set()
@@ -249,17 +462,66 @@ class Sampler:
 
 
 def summarise(samples: list[Sample], *, since: float | None) -> list[dict[str, Any]]:
-    """mean / p50 / max per (source, device, metric) over the measured part of a point; a
-    GPU's rows carry its UUID as their note (the summaries table has no column of its own for it)."""
-    groups: dict[tuple[str, int | None, str, str | None], list[float]] = {}
+    """One row per (source, device, metric) over the measured part of a point (samples at
+    or after ``since``); a GPU's rows carry its UUID as their note (the summaries table has
+    no column of its own for it).  The columns mean by metric:
+
+    - a level (utilisation, memory, a gauge): ``mean``, ``p50`` and ``max`` of the samples;
+    - BITMASK_METRICS (NVML's clock-event reasons): ``max`` is the bitwise OR of every
+      sample's mask (a reason seen once counts), ``mean`` and ``p50`` are None;
+    - SERVER_COUNTERS and SCHEDULER_COUNTERS: not kept as such; each becomes a COUNTER_DELTAS row whose ``max`` is
+      the counter's increase over the window, from the first reading at or after ``since``
+      to the last (the sampler's final one, taken after the point ended), ``mean`` and
+      ``p50`` None.  SGLang raises these counters when a request finishes, so the warmup's
+      requests (all finished before ``since``) are out, and a measured request is in unless
+      it finished within one sampling period of ``since``.  No delta without ``since`` (the
+      warmup would be in it), with fewer than two readings, or when the counter went down
+      (the server restarted).  A counter has no series until its first request finished,
+      so one that appears only after the window's first reading of its server started at 0.
+      The scheduler's counters rise while requests run, not when they finish: the window
+      holds the passes and retractions between its first and last reading.  Under PD only
+      the role that does the work keeps it (prompt tokens on prefill; generated tokens,
+      retractions and decode passes on decode)."""
+    groups: dict[tuple[str, int | None, str, str | None], list[tuple[float, float]]] = {}
+    first_reading: dict[str, float] = {}
     for s in samples:
         if since is None or s.ts >= since:
-            groups.setdefault((s.source, s.device, s.metric, s.gpu_uuid), []).append(s.value)
-    return [
-        {"source": source, "device": device, "metric": metric, "n": len(values),
-         "mean": statistics.fmean(values), "p50": statistics.median(values), "max": max(values), "note": uuid}
-        for (source, device, metric, uuid), values in sorted(groups.items(), key=lambda kv: str(kv[0]))
-    ]
+            groups.setdefault((s.source, s.device, s.metric, s.gpu_uuid), []).append((s.ts, s.value))
+            first_reading[s.source] = min(s.ts, first_reading.get(s.source, s.ts))
+    rows = []
+    for (source, device, metric, uuid), points in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        points.sort()
+        if metric in COUNTER_DELTAS and points[0][0] > first_reading[source]:
+            points.insert(0, (first_reading[source], 0.0))  # read before its first series existed
+        row = _summary_row(source, metric, [value for _, value in points], since)
+        if row is not None:
+            rows.append({"source": source, "device": device, "metric": row[0], "n": len(points), "mean": row[1],
+                         "p50": row[2], "max": row[3], "note": uuid})
+    return rows
+
+
+SummaryValues = tuple[str, float | None, float | None, float]
+
+
+def _summary_row(source: str, metric: str, values: list[float], since: float | None) -> SummaryValues | None:
+    """(metric, mean, p50, max) of one group's values in time order, or None to store nothing."""
+    if metric in BITMASK_METRICS:
+        mask = 0
+        for value in values:
+            mask |= int(value)
+        return metric, None, None, float(mask)
+    if metric in COUNTER_DELTAS:
+        delta_metric = COUNTER_DELTAS[metric]
+        if since is None or len(values) < 2 or values[-1] < values[0] or not _counted_here(source, delta_metric):
+            return None
+        return delta_metric, None, None, values[-1] - values[0]
+    return metric, statistics.fmean(values), statistics.median(values), max(values)
+
+
+def _counted_here(source: str, delta_metric: str) -> bool:
+    """Whether a server source's counter delta is its own work (see ``_DELTA_ROLE``)."""
+    role = source.partition(":")[2].rpartition("-")[0]
+    return role not in _PD_ROLES or role == _DELTA_ROLE[delta_metric]
 
 
 def write_parquet(samples: list[Sample], path: Path, *, point_key: str, since: float | None) -> None:

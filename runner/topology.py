@@ -193,6 +193,12 @@ class Launcher:
     before_launch: Callable[[str, list[str], dict[str, int]], None] | None = None
     # On a Ray node: runner.lifeline.wrap, so servers die with the worker process.
     wrap_argv: Callable[[list[str]], list[str]] | None = None
+    vllm_python: str = ""  # BENCHDECK_VLLM_PYTHON, for engine: vllm
+
+    @property
+    def engine(self) -> str:
+        """Whose log and endpoints the servers have: "vllm" for both vLLM engines, else "sglang"."""
+        return "vllm" if self.plan.is_vllm else "sglang"
 
     def _launch(self, name: str, argv: list[str], ports: dict[str, int], log_name: str,
                 env: dict[str, str]) -> server_process.EngineServer:
@@ -200,12 +206,13 @@ class Launcher:
             self.before_launch(name, argv, ports)
         command = self.wrap_argv(argv) if self.wrap_argv else argv
         server = server_process.launch(command, port=ports["http"], log_path=self.attempt_dir / log_name, env=env,
-                               rotation=self.rotation)
+                               rotation=self.rotation, engine=self.engine if name != "router" else "sglang")
         server.argv = argv  # what was asked for, without the lifeline wrapper
         return server
 
     def worker_argv(self, slot: ServerSlot, ports: dict[str, int]) -> list[str]:
-        return worker_argv(self.plan, slot, python=self.sglang_python, ports=ports, version=self.version,
+        python = self.vllm_python if self.plan.engine == "vllm" else self.sglang_python
+        return worker_argv(self.plan, slot, python=python, ports=ports, version=self.version,
                            tokenizer_dir=self.tokenizer_dir)
 
     def launch_worker(self, slot: ServerSlot) -> Member:
@@ -215,6 +222,11 @@ class Launcher:
         if slot.role == "prefill":
             ports["bootstrap"] = self.ports()
         env = dict(self.env)
+        if self.engine == "vllm":
+            # /reset_prefix_cache, which bench_serving's --flush-cache posts to a vLLM backend
+            # after the warmup (its warmup repeats the first measured prompt), exists only in
+            # vLLM's development mode; the server listens on loopback only (command.py).
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         if slot.role != "server":
             env["CUDA_VISIBLE_DEVICES"] = visible_devices(slot.gpu_ids, self.env.get("CUDA_VISIBLE_DEVICES"))
         log_name = "server.log" if slot.role == "server" else f"{slot.name}.log"

@@ -3,16 +3,28 @@
 source "$(dirname "$0")/lib.sh"
 setup_app_env requirements-dev.txt
 setup_sglang_env
+# vLLM's real argument parser (CPU-only; two wheels' sources, cached) for the vLLM flag tests.
+bash scripts/setup_vllm_env.sh
 setup_router_env
 setup_tokenizer
-# The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.
-bash scripts/setup_import_fixtures.sh
+# The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.  They
+# mostly wait on the clients and emulators they start, so they run beside the Debian
+# installs and the lint (a cold mypy is a minute of CPU) instead of before them.
+bash scripts/setup_import_fixtures.sh &
+fixtures=$!
 # A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
 # Playwright cannot download its own browser here).
 [ -x /usr/bin/chromium ] || apt_install chromium
 setup_cjk_font
 log "lint"
 bash scripts/lint.sh
+wait "$fixtures" || { log "the import fixtures failed (above)"; exit 1; }
 log "tests"
 # Exit 5 (no tests collected) is a failure here, like any other non-zero exit.
-.venv/bin/python -m pytest "$@"
+# Two workers (pytest-xdist), one per core of the CI machine: the suite is parallel-safe (every
+# test has its own DuckDB file, ports and temp dirs), and serial it runs past 40 minutes now
+# that the end-to-end runs through the real client have grown.  BENCHDECK_TEST_WORKERS=0 runs
+# it serially; arguments given to this script come after and win.  Work stealing: a worker
+# that runs out takes tests from the other's queue, so a few minute-long end-to-end tests
+# queued together at the end do not leave one core idle.
+.venv/bin/python -m pytest -n "${BENCHDECK_TEST_WORKERS:-2}" --dist worksteal "$@"

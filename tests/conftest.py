@@ -11,6 +11,20 @@ from db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_PYTHON = sys.executable
+# Playwright's expect() waits 5 s by default.  CI runs two workers on two cores, each with
+# Streamlit, Chromium and often an emulator and the bench client: a page that draws in 1 s
+# alone may take 20 s there.  A longer default costs nothing when the page is quick (expect
+# returns as soon as the condition holds) and turns a loaded host's slowness into a wait,
+# not a failure; an assertion that must stay fast says so with its own timeout.
+BROWSER_EXPECT_TIMEOUT_MS = 30_000
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        from playwright.sync_api import expect
+    except ImportError:  # pragma: no cover - the dev requirements install it
+        return
+    expect.set_options(timeout=BROWSER_EXPECT_TIMEOUT_MS)
 
 
 @pytest.fixture
@@ -44,12 +58,13 @@ def browser_page() -> Iterator[object]:
     """A fresh headless Chromium page (Playwright over Debian's chromium)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.app_server import ACTION_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         # Tall: Streamlit scrolls inside its own container, so screenshots show what fits here.
         page = browser.new_page(viewport={"width": 1400, "height": 2200}, locale="ja-JP")
+        page.set_default_timeout(ACTION_TIMEOUT_MS)
         try:
             yield page
         finally:
@@ -74,3 +89,14 @@ def app_env(db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
     yield db_path
     get_settings.cache_clear()
     st.cache_resource.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_kept_connection_between_tests() -> Iterator[None]:
+    """An AppTest run starts Streamlit's runtime in this process, and the app's store then
+    keeps its DuckDB connection (pages/parts/common.py ``store``): a process-wide switch
+    that would leak into the next test of the same worker.  Switched off after every test."""
+    yield
+    from db import connection
+
+    connection.keep_open(0)

@@ -21,7 +21,7 @@ def test_navigation_in_both_languages_and_empty_state(env, browser_page, db_path
         page.get_by_text("キューは空で").wait_for()
         screenshot(page, "overview-ja-empty")
         page.get_by_text("English").click()
-        nav.get_by_text("Overview").wait_for(timeout=15_000)
+        nav.get_by_text("Overview").wait_for(timeout=60_000)
         assert nav.get_by_text("Queue a plan").is_visible()
         page.get_by_text("The queue is empty").wait_for()
         screenshot(page, "overview-en-empty")
@@ -35,12 +35,12 @@ def test_queue_quick_preset_from_the_browser(env, browser_page, db_path) -> None
         page.get_by_role("button", name="Quick preset").click()
         assert page.get_by_text("Page not found").count() == 0
         assert page.get_by_test_id("stSidebarNav").get_by_text("Overview").is_visible()
-        page.get_by_text("quick-demo").first.wait_for(timeout=15_000)
+        page.get_by_text("quick-demo").first.wait_for(timeout=60_000)
         submit = page.get_by_role("button", name="Validate and queue")
         submit.click()
-        page.get_by_text("Queued run #1").wait_for(timeout=15_000)
+        page.get_by_text("Queued run #1").wait_for(timeout=60_000)
         submit.click()  # a second click of the same form queues nothing new
-        page.get_by_text("already run #1").wait_for(timeout=15_000)
+        page.get_by_text("already run #1").wait_for(timeout=60_000)
         screenshot(page, "queue-plan-en")
     runs = Store(db_path).list_runs()
     assert [(r.id, r.name, r.status) for r in runs] == [(1, "quick-demo", "queued")]

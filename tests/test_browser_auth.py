@@ -92,7 +92,7 @@ def _log_in(browser: Browser, url: str, user: str) -> Page:
 
 
 def _nav_labels(page: Page) -> list[str]:
-    page.get_by_test_id("stSidebarNav").wait_for(timeout=15_000)
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=60_000)
     return [link.inner_text().strip() for link in page.get_by_test_id("stSidebarNavLink").all()]
 
 
@@ -139,7 +139,8 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         expect(op_page.get_by_text("You can act on your own runs only")).to_be_visible(timeout=30_000)
         expect(op_page.get_by_role("button", name="Cancel")).to_have_count(0)
         op_page.goto(f"{url}/run?run={mine}&lang=en")
-        op_page.get_by_role("button", name="Cancel").click()
+        op_page.get_by_role("button", name="Cancel").click()  # asks first
+        op_page.get_by_role("button", name=f"Yes, cancel run #{mine}").click()
         _wait(lambda: store.get_run(mine).status == "cancelled", "op1's cancel")
         assert store.get_run(others).status == "queued"
         screenshot(op_page, "auth-operator-run")

@@ -60,7 +60,7 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
         screenshot(page, "checklist-en")
 
         page.goto(f"{url}/compare?baseline=1&runs=2,3&lang=en")
-        expect(page.get_by_text(re.compile(r"#3 — not comparable"))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"run #3 vs baseline #1: not comparable"))).to_be_visible(timeout=30_000)
         expect(page.locator("td", has_text="max-running-requests").first).to_be_attached()  # the flag diff
         page.wait_for_timeout(3000)
         screenshot(page, "compare-en")
@@ -84,6 +84,8 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
     assert svg.read_text(encoding="utf-8").lstrip().startswith(("<svg", "<?xml"))
     slides = list(Presentation(str(deck)).slides)
     assert len(slides) >= 3
+    assert sum(any(sh.has_text_frame and sh.text_frame.text.startswith("Why not N×? — ") for sh in s.shapes)
+               for s in slides) == 3  # one "why not N×" slide per run with a concurrency step
     for slide in slides:
         assert any(shape.name == "benchdeck-caveat" for shape in slide.shapes)
     (ARTIFACTS / "compare-deck.pptx").write_bytes(deck.read_bytes())

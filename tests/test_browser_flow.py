@@ -32,7 +32,7 @@ def _fill_number(page: Page, label: str, value: str) -> None:
 
 def _settle_tables(page: Page) -> None:
     """Data grids draw on a canvas after they mount; give them a moment before a screenshot."""
-    page.get_by_test_id("stDataFrame").first.wait_for(timeout=15_000)
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=60_000)  # a loaded host draws late
     page.wait_for_timeout(2500)
 
 
@@ -41,12 +41,17 @@ def _build_from_preset(page: Page, url: str) -> None:
     page.get_by_role("combobox", name="Preset").click()
     page.get_by_role("option", name="Qwen3-30B-A3B BF16 / 1×H200").click()
     page.get_by_role("button", name="Load preset").click()
-    expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200", timeout=15_000)
+    expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200", timeout=60_000)
     concurrency = page.get_by_role("textbox", name="Concurrency (comma-separated)")
     concurrency.fill("1, 2")
     concurrency.press("Enter")
     page.wait_for_timeout(800)
-    # Keep only the short scenario: remove the long ones from the multiselect.
+    # 3 prompts per concurrency instead of the preset's 10: the flow, not the statistics, is
+    # under test here, and each prompt is 128 emulated decode steps.
+    prompts = page.get_by_role("textbox", name="Prompts per point", exact=True)
+    prompts.fill("3x")
+    prompts.press("Enter")
+    page.wait_for_timeout(800)
     # Keep only the short scenario: backspace removes the last chosen ones from the multiselect.
     scenarios = page.get_by_role("combobox", name="Scenarios (ISL/OSL)")
     for _ in range(2):
@@ -80,15 +85,21 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         page.get_by_role("option", name="fp8_e4m3", exact=True).click()
         page.wait_for_timeout(1500)
         # The risk badge and the command preview follow the edits.
-        expect(page.get_by_text(re.compile(r"--kv-cache-dtype · .* · high"))).to_be_visible(timeout=15_000)
+        expect(page.get_by_text(re.compile(r"--kv-cache-dtype · .* · high"))).to_be_visible(timeout=60_000)
         preview = page.locator("code").filter(has_text="emulator").first
         expect(preview).to_contain_text("--max-running-requests 32")
         expect(preview).to_contain_text("--mem-fraction-static 0.8")
         expect(preview).to_contain_text("--kv-cache-dtype fp8_e4m3")
         screenshot(page, "build-edited-en")
         page.get_by_role("button", name="Queue this run").click()
+        # The form stays, its button disabled beside the run it queued (one run per form
+        # instance: tests/test_browser_double_submit.py); the link opens the run.
+        expect(page.get_by_text("Queued run #1")).to_be_visible(timeout=20_000)
+        expect(page.get_by_role("button", name="Queue this run")).to_be_disabled()
+        expect(page.get_by_role("button", name="Queue another from this form")).to_be_visible()
+        screenshot(page, "build-queued-en")
+        page.get_by_role("link", name="Open run #1").click()
         expect(page).to_have_url(re.compile(r"/run\?run=1"), timeout=20_000)
-        expect(page.get_by_text("Queued run #1")).to_be_visible()
         [run] = store.list_runs()
         assert run.status == "queued"
         plan_args = store.get_run(1).server_args
@@ -109,7 +120,8 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         runner = start_runner(renv, "--burst")
         wait_for(lambda: len(store.points_of(second)) >= 1, 120, "the first point of the second run")
         page.goto(f"{url}/run?run={second}")
-        page.get_by_role("button", name="Cancel").click()
+        page.get_by_role("button", name="Cancel").click()  # asks first
+        page.get_by_role("button", name=f"Yes, cancel run #{second}").click()
         expect(page.get_by_text("cancelled").first).to_be_visible(timeout=60_000)
         assert runner.wait(timeout=60) == 0
         assert store.get_run(second).status == "cancelled"
@@ -118,28 +130,33 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
 
         # The queue and runs page lists both.
         page.goto(f"{url}/runs")
-        expect(page.get_by_text("Runner hosts")).to_be_visible(timeout=15_000)
+        expect(page.get_by_text("Runner hosts")).to_be_visible(timeout=60_000)
         _settle_tables(page)
         screenshot(page, "runs-en")
 
         # Duplicate run 1 into the form: its levers come along.
         page.goto(f"{url}/run?run=1")
         page.get_by_text("Duplicate to the form").click()
-        expect(page.get_by_text("Duplicated from run #1")).to_be_visible(timeout=15_000)
+        expect(page.get_by_text("Duplicated from run #1")).to_be_visible(timeout=60_000)
         # The form renders after the banner; on a loaded host that takes longer than expect's 5 s.
         expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200-copy",
-                                                                                timeout=15_000)
+                                                                                timeout=60_000)
         expect(page.get_by_role("spinbutton", name="--max-running-requests", exact=True)).to_have_value(
-            "32", timeout=15_000)
+            "32", timeout=60_000)
         screenshot(page, "build-duplicated-en")
 
         # Switch the language: the same page in Japanese.
         page.get_by_text("日本語").click()
-        expect(page.get_by_role("heading", name="構成を作成してキューに入れる")).to_be_visible(timeout=15_000)
+        expect(page.get_by_role("heading", name="構成を作成してキューに入れる")).to_be_visible(timeout=60_000)
         screenshot(page, "build-duplicated-ja")
         page.goto(f"{url}/runs?lang=ja")
-        expect(page.get_by_text("ランナーホスト")).to_be_visible(timeout=15_000)
+        expect(page.get_by_text("ランナーホスト")).to_be_visible(timeout=60_000)
         _settle_tables(page)
         screenshot(page, "runs-ja")
+        # The succeeded run in Japanese, down to its "why not N×" split.
+        page.goto(f"{url}/run?run=1&lang=ja")
+        expect(page.get_by_role("heading", name="なぜ N 倍にならないのか")).to_be_visible(timeout=30_000)
+        page.wait_for_timeout(2000)
+        screenshot(page, "run-succeeded-ja")
     if runner.poll() is None:
         runner.send_signal(signal.SIGKILL)

@@ -3,6 +3,7 @@ state the model, confirm; the same file again is refused as a duplicate."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,38 @@ def test_upload_preview_confirm_then_duplicate(env, browser_page, db_path: Path)
         expect(page.get_by_text("was imported already (#1)")).to_be_visible(timeout=30_000)
     [run] = Store(db_path).list_runs()
     assert (run.source, run.model, run.gpu_type) == ("imported", "Qwen/Qwen3-30B-A3B", None)
+
+
+def test_a_json_array_is_named_and_offers_no_import(env, browser_page, tmp_path: Path, db_path: Path) -> None:
+    """One JSON array of real records: the page says what the file is and what it expects,
+    blames no failed request, and offers no Import button; nothing is written or logged."""
+    source = ensure_fixtures() / "sglang-0.4.6.post5.jsonl"
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    array = tmp_path / "records.json"
+    array.write_text(json.dumps(records, indent=2), encoding="utf-8")
+    page: Page = browser_page
+    with running_app(env) as url:
+        for lang, said in (("en", "This file is one JSON array"), ("ja", "このファイルは 1 つの JSON 配列")):
+            page.goto(f"{url}/imports?lang={lang}")
+            page.locator("input[type=file]").set_input_files([str(array)])
+            expect(page.get_by_text(said, exact=False)).to_be_visible(timeout=30_000)
+            expect(page.locator("[data-testid=stFormSubmitButton]")).to_have_count(0)
+            expect(page.get_by_text("every request fails", exact=False)).to_have_count(0)
+            screenshot(page, f"import-json-array-{lang}")
+    assert not db_path.exists() or Store(db_path).list_imports() == []
+
+
+def test_a_file_name_with_markup_is_a_plain_name(env, browser_page, tmp_path: Path, db_path: Path) -> None:
+    """The upload's stem becomes the run name as text: shown as typed on the import and run pages."""
+    stem = '=HYPERLINK("x","y") <img src=x> **b** [a](b) :red[c]'  # "/" cannot be in a file name
+    named = tmp_path / f"{stem}.jsonl"
+    named.write_bytes((ensure_fixtures() / "sglang-0.4.6.post5.jsonl").read_bytes())
+    page: Page = browser_page
+    with running_app(env) as url:
+        _upload_and_confirm(page, url, named)
+        expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=30_000)
+        page.goto(f"{url}/run?run=1&lang=en")
+        expect(page.get_by_text(f"{stem}#1", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.locator("[data-testid=stException]")).to_have_count(0)
+    [run] = Store(db_path).list_runs()
+    assert run.name == f"{stem}#1"

@@ -20,9 +20,10 @@ from tests.plans import minimal_plan
 from tests.support.actors import operator
 
 
-def _measured_run(store: Store, name: str, throughput: float) -> int:
-    run_id, _ = store.submit_run(minimal_plan(name=name), submitted_by=operator("t"))
-    claim = store.claim_next(RunnerCapabilities("r", "H200", 8, None), lease_s=60)
+def _measured_run(store: Store, name: str, throughput: float, engine: str = "emulator") -> int:
+    """A finished run (minimal_plan's engine is the emulator: source ``emulated``; "sglang": ``measured``)."""
+    run_id, _ = store.submit_run(minimal_plan(name=name, engine=engine), submitted_by=operator("t"))
+    claim = store.claim_next(RunnerCapabilities("r", "H200", 8, "0.5.23" if engine == "sglang" else None), lease_s=60)
     store.move_attempt(claim.attempt_id, "r", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
     store.move_attempt(claim.attempt_id, "r", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
     for point in claim.plan.points():
@@ -61,3 +62,31 @@ def test_export_refuses_unknown_runs(store: Store, env: dict[str, str], tmp_path
                            "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode == 1 and "41, 42" in done.stderr and "Traceback" not in done.stderr
+
+
+def _export(env: dict[str, str], out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", "export", *args, "--format", "csv", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_export_refuses_mixing_emulated_and_measured_unless_allowed(store: Store, env: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """The compare page's switch (pages/parts/selection.py), on the command line: --allow-mixed."""
+    measured = _measured_run(store, "measured", 100.0, engine="sglang")
+    emulated = _measured_run(store, "emulated", 100.0)
+    assert [store.get_run(r).source for r in (measured, emulated)] == ["measured", "emulated"]
+    refused = _export(env, tmp_path / "refused", "--baseline", str(measured), "--runs", str(emulated))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"emulated runs (#{emulated})" in refused.stderr and "--allow-mixed" in refused.stderr
+    assert f"#{measured} (measured)" in refused.stderr
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+
+    allowed = _export(env, tmp_path / "allowed", "--baseline", str(measured), "--runs", str(emulated), "--allow-mixed")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "mixed with measured/imported ones" in allowed.stderr
+    [written] = (tmp_path / "allowed").iterdir()
+    assert "(emulated)" in written.read_text(encoding="utf-8-sig")  # the emulated run's column says so
+
+    same_kind = _export(env, tmp_path / "same", "--baseline", str(emulated), "--runs",
+                        str(_measured_run(store, "emulated-2", 90.0)))
+    assert same_kind.returncode == 0, same_kind.stderr  # emulated beside emulated is no mix

@@ -249,7 +249,8 @@ def test_engine_type_is_the_pd_role(mode: str | None, expected: str) -> None:
 
 
 def _cfg(**args: Any) -> Any:
-    return SimpleNamespace(args=args, served_model_name="m", dp_size=args.pop("dp_size", 1), max_total_num_tokens=1000)
+    return SimpleNamespace(args=args, served_model_name="m", dp_size=args.pop("dp_size", 1), max_total_num_tokens=1000,
+                           cuda_graph_max_bs=args.pop("cuda_graph_max_bs", 8))
 
 
 def test_priority_and_dp_rank_labels_appear_where_sglang_adds_them() -> None:
@@ -287,6 +288,7 @@ def test_gauges_hold_until_the_decode_log_interval() -> None:
     sched.counters.generation_tokens += 2
     reporter.observe_step(_decode(sched.running), 3.0)
     assert (reporter.stats.num_running_reqs, reporter.stats.num_used_tokens) == (2, 20)
+    assert reporter.decode_passes == {"decode_cuda_graph": 3, "decode_none": 0}  # counted every step, 2 ≤ 8
     sched.running = []
     reporter.refresh_if_idle()
     assert (reporter.stats.num_running_reqs, reporter.stats.gen_throughput) == (0, 0.0)

@@ -29,10 +29,27 @@ from pptx.oxml.ns import qn
 
 from domain.results.analysis import wide_table
 from domain.results.comparison import Comparison, build_comparison
+from domain.results.validity import badge_label, badges_by_point
 from domain.slides import charts
 from domain.slides.charts import FONT
-from domain.slides.deck import FOOTER_NAME, chart_png, chart_svg, comparison_deck, standard_charts
-from domain.slides.tables import format_number, table_csv, table_markdown
+from domain.slides.deck import (
+    FOOTER_NAME,
+    chart_png,
+    chart_svg,
+    comparison_chart_png,
+    comparison_chart_svg,
+    comparison_deck,
+    standard_charts,
+)
+from domain.slides.tables import (
+    comparison_csv,
+    comparison_markdown,
+    comparison_table,
+    export_head,
+    format_number,
+    table_csv,
+    table_markdown,
+)
 from tests.test_analysis import frame, point
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -50,9 +67,14 @@ def comparison_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def compared(rows: list[dict[str, Any]], baseline: int, runs: list[int], lang: str) -> Comparison:
+    """build_comparison of point rows (:func:`tests.test_analysis.point`)."""
+    return build_comparison(frame(*rows), baseline, runs, lang)
+
+
 @pytest.fixture(scope="module")
 def comparison() -> Comparison:
-    return build_comparison(frame(*comparison_rows()), 1, [2, 3], "ja")
+    return compared(comparison_rows(), 1, [2, 3], "ja")
 
 
 # -- tables --------------------------------------------------------------------------------------
@@ -92,7 +114,8 @@ def test_markdown_rounds_and_says_so(comparison: Comparison) -> None:
     text = table_markdown(wide, comparison.caveat, "en")
     lines = text.splitlines()
     assert lines[0].startswith("| Scenario | Concurrency | run1 (#1) (emulated) · Output tok/s |")
-    assert lines[2] == "| short | 1 | 100.1 | 105 | +4.9% | 90.33 | -9.8% |"  # 100.123456789, 105.0, 90.333…
+    # 100.123456789, 105.0, 90.333…; the delta text's own marks (≈, ?) are analysis.delta_text's business
+    assert re.fullmatch(r"\| short \| 1 \| 100\.1 \| 105 \| \+4\.9%\S* \| 90\.33 \| -9\.8%\S* \|", lines[2]), lines[2]
     assert "> Numbers rounded for display; the CSV carries the exact values." in text
     assert all(f"> {line}" in text for line in comparison.caveat)
 
@@ -165,14 +188,15 @@ def deck(comparison: Comparison) -> Any:
     return Presentation(io.BytesIO(data))
 
 
-def test_deck_opens_with_title_table_and_chart_slides(deck: Any) -> None:
+def test_deck_opens_with_title_table_native_and_picture_slides(deck: Any) -> None:
     slides = list(deck.slides)
-    assert len(slides) == 3
+    assert len(slides) == 5  # title, one table, two native charts (one scenario), one picture
     texts = [[shape.text_frame.text for shape in s.shapes if shape.has_text_frame] for s in slides]
     assert "ベンチマーク比較" in texts[0]
     assert any("比較不可" in text for text in texts[0])
     assert any(shape.has_table for shape in slides[1].shapes)
-    assert any(shape.shape_type == 13 for shape in slides[2].shapes)  # MSO_SHAPE_TYPE.PICTURE
+    assert all(any(shape.has_chart for shape in s.shapes) for s in slides[2:4])
+    assert any(shape.shape_type == 13 for shape in slides[4].shapes)  # MSO_SHAPE_TYPE.PICTURE
 
 
 def test_every_slide_has_the_caveat_footer(deck: Any, comparison: Comparison) -> None:
@@ -204,7 +228,7 @@ def _runs(shape: Any) -> list[Any]:
 
 
 def test_deck_text_follows_the_ui_language() -> None:
-    english = build_comparison(frame(*comparison_rows()), 1, [2], "en")
+    english = compared(comparison_rows(), 1, [2], "en")
     deck = Presentation(io.BytesIO(comparison_deck(english, metrics=("output_tok_s",), chart_set=[])))
     title_texts = [shape.text_frame.text for shape in deck.slides[0].shapes if shape.has_text_frame]
     assert "Benchmark comparison" in title_texts
@@ -216,3 +240,186 @@ def test_csv_module_quoting_is_what_read_back_relies_on() -> None:
     text = table_csv(pd.DataFrame({"name": ["a#b"], "v": [1.5]}), ["x"]).decode("utf-8-sig")
     assert next(csv.reader(io.StringIO(text.splitlines()[1]))) == ["a#b", "1.5"]
     assert read_csv(text.encode("utf-8-sig")).iloc[0]["name"] == "a#b"
+
+
+# -- every export says what changed ----------------------------------------------------------------
+
+
+def cap_pair_rows() -> list[dict[str, Any]]:
+    """Two measured runs that differ only in --max-running-requests (64 vs 128)."""
+    return [point(run_id, c, server_args={"max-running-requests": cap},
+                  output_throughput=100.0 * c * (1 + run_id / 100)) for run_id, cap in ((1, 64), (2, 128))
+            for c in (1, 2, 4, 8)]
+
+
+@pytest.fixture(scope="module")
+def cap_pair() -> Comparison:
+    return compared(cap_pair_rows(), 1, [2], "en")
+
+
+def names_the_cap(text: str) -> bool:
+    return bool(re.search(r"max-running-requests\\?\W+64\W+128", text))
+
+
+def test_the_flag_diff_reaches_the_head_of_every_export(cap_pair: Comparison) -> None:
+    assert not cap_pair.flag_diff.empty
+    head = export_head(cap_pair)
+    assert head[:1] == cap_pair.verdict_lines and "#2" in head[0] and any(names_the_cap(line) for line in head)
+    csv_text = comparison_csv(cap_pair).decode("utf-8-sig")
+    first = [line for line in csv_text.splitlines()[:len(head)]]
+    assert all(line.startswith("# ") for line in first) and any(names_the_cap(line) for line in first)
+    assert len(read_csv(csv_text.encode("utf-8-sig"))) == 4  # the '# ' head does not cost the table a row
+    markdown = comparison_markdown(cap_pair).splitlines()
+    assert markdown[0].startswith("- ") and any(names_the_cap(line) for line in markdown[:len(head)])
+    slide = Presentation(io.BytesIO(comparison_deck(cap_pair, metrics=("output_tok_s",), chart_set=[]))).slides[0]
+    assert any(names_the_cap(shape.text_frame.text) for shape in slide.shapes if shape.has_text_frame)
+
+
+def test_chart_images_carry_the_head_above_the_caveat(cap_pair: Comparison) -> None:
+    chart = charts.metric_chart(cap_pair.summary, ["output_tok_s"], "en")
+    svg = comparison_chart_svg(cap_pair, chart)
+    assert names_the_cap(svg.replace("&gt;", ">"))
+    head_at, caveat_at = svg.index("max-running-requests"), svg.index("Comparability key")
+    assert head_at < caveat_at  # what changed first, then the caveat
+    with_head = Image.open(io.BytesIO(comparison_chart_png(cap_pair, chart, scale=1)))
+    without = Image.open(io.BytesIO(chart_png(chart, cap_pair.caveat, scale=1)))
+    assert with_head.height >= without.height + 14 * len(export_head(cap_pair))  # 14 px per text line
+
+
+# -- saturation, scaling efficiency, validity, not comparable -------------------------------------
+
+
+def test_csv_carries_efficiency_saturation_and_validity_per_run(comparison: Comparison) -> None:
+    back = read_csv(comparison_csv(comparison, ["output_tok_s"]))
+    efficiency = "run1 (#1)（エミュレート） · スケーリング効率 (%、最小 concurrency の出力 tok/s に対する線形比)"
+    scaling = comparison.scaling[comparison.scaling["run_id"] == 1].sort_values("concurrency")
+    assert back[efficiency].tolist() == pytest.approx((scaling["efficiency"] * 100).tolist(), rel=1e-12)
+    assert back[efficiency].iloc[0] == 100.0  # the lowest concurrency is the basis
+    validity = "run2 (#2)（エミュレート） · 妥当性"
+    by_point = badges_by_point(comparison.badges)
+    expected = [", ".join(badge_label(b, "ja") for b in names) for names in by_point[by_point["run_id"] == 2]["badges"]]
+    assert back[validity].tolist() == expected and all("エミュレート(実 GPU の値ではない)" in v for v in expected)
+    assert "run3 (#3)（エミュレート）【比較不可】 · 出力 tok/s" in back.columns  # run 3's OSL differs
+    assert not any("run3" in column and "比較不可" not in column for column in back.columns)
+
+
+def test_saturation_point_is_marked_at_its_concurrency() -> None:
+    flat = [point(1, c, output_throughput=min(c, 4) * 100.0) for c in (1, 2, 4, 8, 16)]
+    c = compared(flat, 1, [], "en")
+    fired = c.saturation.iloc[0]
+    assert fired["rule"] == "throughput_gain" and fired["concurrency"] == 4
+    back = read_csv(comparison_csv(c, ["output_tok_s"]))
+    marks = dict(zip(back["Concurrency"], back["run1 (#1) · Saturation"].fillna(""), strict=True))
+    assert marks == {1: "", 2: "", 4: "saturation point (throughput gain below the threshold)", 8: "", 16: ""}
+    markdown = comparison_markdown(c)
+    # Columns: run, scenario, concurrency, efficiency %, its basis concurrency, saturation, validity.
+    assert "| run1 (#1) | short | 4 | 100 | 1 | saturation point (throughput gain below the threshold) |" in markdown
+
+
+def test_markdown_marks_not_comparable_runs_and_adds_the_points_section(comparison: Comparison) -> None:
+    text = comparison_markdown(comparison, ["output_tok_s"])
+    header = text.splitlines()[len(export_head(comparison)) + 1]
+    assert "run3 (#3)（エミュレート）【比較不可】 · 出力 tok/s" in header.replace("\\", "")
+    section = text[text.index("### 点ごとのスケーリング効率・飽和・妥当性"):]
+    rows = [line for line in section.splitlines() if line.startswith("| run")]
+    assert len(rows) == len(comparison.summary)
+    assert all("比較不可" in row for row in rows if row.startswith("| run3"))
+
+
+def test_scaling_marks_from_the_curve_columns_reach_tables_and_chart(comparison: Comparison) -> None:
+    marked = compared(comparison_rows(), 1, [2, 3], "en")
+    first = marked.scaling["concurrency"] == 1
+    marked.scaling = marked.scaling.assign(cold=first & (marked.scaling["run_id"] == 1),
+                                           super_linear=~first & (marked.scaling["run_id"] == 2),
+                                           baseline_concurrency=2)
+    table = comparison_table(marked, ["output_tok_s"])
+    validity = table[("run1 (#1) (emulated)", "Validity")]
+    assert validity.iloc[0].startswith("emulated (not a real GPU)")
+    assert validity.iloc[0].endswith(", cold first point (left out of the efficiency basis)")
+    assert "cold first point" not in validity.iloc[1]
+    assert set(table[("run1 (#1) (emulated)", "Efficiency basis (concurrency)")]) == {2}
+    assert "efficiency above 100% (likely a measurement problem)" in table[("run2 (#2) (emulated)", "Validity")].iloc[1]
+    svg = vl_convert.vegalite_to_svg(charts.styled(charts.scaling_chart(marked.scaling, "en", marked.summary))
+                                     .to_dict(), allowed_base_urls=[])
+    assert "cold first point" in svg and "efficiency above 100%" in svg
+
+
+# -- native PowerPoint charts ----------------------------------------------------------------------
+
+
+def native_charts_of(pptx: bytes) -> list[Any]:
+    return [shape.chart for slide in Presentation(io.BytesIO(pptx)).slides for shape in slide.shapes
+            if shape.has_chart]
+
+
+def test_native_charts_hold_the_comparisons_numbers(comparison: Comparison) -> None:
+    found = native_charts_of(comparison_deck(comparison, metrics=(), chart_set=[]))
+    line, scatter = found
+    assert line.chart_type == 65 and scatter.chart_type == -4169  # LINE_MARKERS, XY_SCATTER
+    names = ["run1 (#1)（エミュレート）", "run2 (#2)（エミュレート）", "run3 (#3)（エミュレート）【比較不可】"]
+    assert [s.name for s in line.plots[0].series] == names
+    assert list(line.plots[0].categories) == ["1", "2", "4", "8"]  # read back as labels
+    for run_id, series in zip((1, 2, 3), line.plots[0].series, strict=True):
+        expected = comparison.summary[comparison.summary["run_id"] == run_id].sort_values("concurrency")
+        assert list(series.values) == expected["output_tok_s"].tolist()
+    assert [s.name for s in scatter.plots[0].series] == names
+    for run_id, series in zip((1, 2, 3), scatter.plots[0].series, strict=True):
+        expected = comparison.pareto[comparison.pareto["run_id"] == run_id]
+        xs = [float(v) for v in series._element.xpath("./c:xVal//c:pt/c:v/text()")]
+        assert xs == expected["interactivity"].tolist()
+        assert list(series.values) == expected["throughput_per_gpu"].tolist()
+
+
+def test_native_chart_text_names_the_east_asian_font(comparison: Comparison) -> None:
+    line = native_charts_of(comparison_deck(comparison, metrics=(), chart_set=[]))[0]
+    assert line.font._rPr.find(qn("a:ea")).get("typeface") == FONT
+    title_run = line.value_axis.axis_title.text_frame.paragraphs[0].runs[0]
+    assert title_run.text == "出力 tok/s"
+    assert title_run._r.find(qn("a:rPr")).find(qn("a:ea")).get("typeface") == FONT
+
+
+# -- missing numbers -------------------------------------------------------------------------------
+
+
+def imported_rows() -> list[dict[str, Any]]:
+    """Imported runs: no total tok/s, no GPU telemetry, no TPOT on run 2."""
+    blank = {"total_throughput": None, "gpu_util_mean": None, "gpu_mem_peak_gb": None, "telemetry_available": False}
+    return [point(run_id, c, source="imported", **blank, **({"tpot_median_ms": None} if run_id == 2 else {}))
+            for run_id in (1, 2) for c in (1, 2, 4)]
+
+
+def chart_texts(chart: Any) -> str:
+    return str(vl_convert.vegalite_to_svg(charts.styled(chart).to_dict(), allowed_base_urls=[]))
+
+
+def test_the_pareto_subtitle_names_the_tpot_statistic_it_was_computed_from() -> None:
+    c = compared(comparison_rows(), 1, [2], "en")
+    for lang, stat, words in (("en", "p50", "1000 / TPOT median"), ("en", "p99", "1000 / TPOT p99"),
+                              ("ja", "p50", "1000 / TPOT 中央値"), ("ja", "p90", "1000 / TPOT p90")):
+        spec = str(charts.pareto_chart(c.pareto, lang, stat).to_dict()["title"])
+        assert words in spec, (lang, stat, spec)
+        assert stat == "p50" or ("median" not in spec and "中央値" not in spec)
+
+
+def test_charts_without_data_say_so_instead_of_an_empty_axis() -> None:
+    c = compared(imported_rows(), 1, [2], "en")
+    gpu = chart_texts(charts.gpu_chart(c.summary, "en"))
+    assert "No data: GPU util mean (%), GPU memory peak (GB)" in gpu and "0.000000" not in gpu
+    partly = chart_texts(charts.metric_chart(c.summary, ["output_tok_s", "total_tok_s"], "en"))
+    assert "Metrics without data: Total tok/s" in partly
+    empty_pareto = c.pareto.assign(interactivity=None)
+    assert "No data: " in chart_texts(charts.pareto_chart(empty_pareto, "en"))
+    empty_scaling = c.scaling.assign(efficiency=float("nan"), speedup=float("nan"))
+    assert "No data: " in chart_texts(charts.scaling_chart(empty_scaling, "en", c.summary))
+
+
+def test_exports_of_runs_with_missing_numbers_build() -> None:
+    c = compared(imported_rows(), 1, [2], "en")
+    back = read_csv(comparison_csv(c))
+    assert back["run1 (#1) (imported) · Total tok/s"].isna().all()
+    assert "| short | 1 |" in comparison_markdown(c)
+    found = native_charts_of(comparison_deck(c, metrics=("output_tok_s", "total_tok_s"), chart_set=[]))
+    scatter = found[1]
+    assert [s.name for s in scatter.plots[0].series] == ["run1 (#1) (imported)"]  # run 2 has no TPOT
+    for _title, chart in standard_charts(c):
+        assert chart_texts(charts.with_footer(chart, c.caveat, export_head(c)))

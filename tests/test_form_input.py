@@ -3,6 +3,10 @@ functions, so every reading and every refusal is checked here without Streamlit.
 
 from __future__ import annotations
 
+import copy
+import re
+from typing import Any
+
 import pytest
 
 from domain.plan.form_input import (
@@ -18,7 +22,7 @@ from domain.plan.form_input import (
     readable_problems,
     typed_scalar,
 )
-from domain.plan.plan_io import PlanProblem
+from domain.plan.plan_io import PlanError, PlanProblem, plan_from_mapping
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -81,8 +85,73 @@ def test_role_flags_name_the_line_of_a_yaml_error_and_speak_japanese() -> None:
     assert parse_role_flags("  ", "prefill", "en") == ({}, []) and parse_role_flags("~", "prefill", "en") == ({}, [])
 
 
-def test_readable_problems_drop_pydantics_prefix_and_split_reasons() -> None:
-    problems = [PlanProblem(field="benchmark.concurrency", message="Value error, too many; not sorted"),
-                PlanProblem(field="", message="name is required")]
-    assert readable_problems(problems) == ["benchmark.concurrency: too many", "benchmark.concurrency: not sorted",
-                                           "name is required"]
+def test_readable_problems_give_one_sentence_per_reason_of_a_layout() -> None:
+    problems = [PlanProblem(field="benchmark.concurrency", message="Value error, too many; not sorted",
+                            kind="value_error")]
+    assert readable_problems(problems) == ["Concurrency has a problem: too many.",
+                                           "Concurrency has a problem: not sorted."]
+    assert readable_problems(problems, "ja")[0] == "並列数(concurrency)に問題があります(too many)。"
+
+
+# --- every constraint of the form, as a sentence in the UI's language ---------------------------
+
+FORM_PLAN: dict[str, Any] = {
+    "name": "base", "engine": "emulator", "sglang_version": "0.5.23", "model": "Qwen/Qwen3-30B-A3B",
+    "gpu": {"type": "H200", "count": 1}, "server_args": {},
+    "benchmark": {"scenarios": [{"name": "short", "input_len": 128, "output_len": 128}], "concurrency": [1, 2],
+                  "num_prompts": "10x", "warmup": "2x", "repeats": 1, "dataset": "random-ids", "seed": 42,
+                  "random_range_ratio": 1.0, "request_rate": "inf", "backend": "sglang",
+                  "apply_chat_template": False, "thinking_mode": "n/a"},
+    "tags": [],
+}
+
+INVALID: list[tuple[str, object]] = [
+    ("name", ""), ("name", "   "), ("name", "x" * 200), ("name", "a\tb"), ("name", "a\u202eb"), ("name", 5),
+    ("gpu.type", "H 200"), ("gpu.type", ""), ("gpu.type", "H" * 40), ("gpu.type", "日本"),
+    ("gpu.count", 0), ("gpu.count", 65), ("gpu.count", "one"),
+    ("model", ""), ("sglang_version", "0.5"), ("engine", "gpu"),
+    ("benchmark.concurrency", []), ("benchmark.concurrency", [1, "a"]), ("benchmark.concurrency", [0]),
+    ("benchmark.concurrency", [5000]), ("benchmark.concurrency", [1, 1]), ("benchmark.concurrency", list(range(1, 70))),
+    ("benchmark.num_prompts", "lots"), ("benchmark.num_prompts", -1), ("benchmark.num_prompts", 10**9),
+    ("benchmark.num_prompts", 0), ("benchmark.warmup", "x"), ("benchmark.repeats", 0), ("benchmark.repeats", 21),
+    ("benchmark.seed", -1), ("benchmark.random_range_ratio", 2.0), ("benchmark.random_range_ratio", -0.1),
+    ("benchmark.random_range_ratio", "x"), ("benchmark.request_rate", "fast"), ("benchmark.request_rate", 0),
+    ("benchmark.request_rate", -1.0), ("benchmark.scenarios", []),
+    ("benchmark.scenarios", [{"name": "a b", "input_len": 0, "output_len": 2_000_000}]),
+    ("benchmark.scenarios", [{"name": "s", "input_len": 1, "output_len": 1}] * 2),
+    ("benchmark.dataset", "x"), ("benchmark.backend", "http"), ("benchmark.thinking_mode", "maybe"),
+    ("benchmark.thinking_mode", "on"), ("benchmark.fresh_launch_per_repeat", "maybe"),
+    ("tags", ["日本"]), ("priority", 1000), ("colour", "blue"), ("server_args", {"--tp": 1}),
+]
+# What must never reach a person: a pattern's metacharacters, or pydantic's own English.
+RAW = re.compile(r"\^\[|\]\{|\$$|\\\.|\{0,|Input should|String should|List should|Value error|valid (integer|string|"
+                 r"number|boolean)|Extra inputs|Field required")
+JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+
+
+def _with_value(path: str, value: object) -> dict[str, Any]:
+    plan = copy.deepcopy(FORM_PLAN)
+    *parents, last = path.split(".")
+    node = plan
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return plan
+
+
+def test_the_form_plan_is_valid() -> None:
+    assert plan_from_mapping(FORM_PLAN).name == "base"
+
+
+@pytest.mark.parametrize(("path", "value"), INVALID, ids=[f"{p}={v!r}"[:40] for p, v in INVALID])
+def test_every_refusal_is_a_sentence_in_the_pages_language(path: str, value: object) -> None:
+    with pytest.raises(PlanError) as info:
+        plan_from_mapping(_with_value(path, value))
+    japanese = readable_problems(info.value.problems, "ja")
+    english = readable_problems(info.value.problems, "en")
+    assert japanese and len(japanese) == len(english)
+    for line in japanese:
+        assert JAPANESE.search(line) and line.endswith("。"), line
+        assert not RAW.search(line), line
+    for line in english:
+        assert line.endswith(".") and not RAW.search(line), line

@@ -16,7 +16,8 @@ import pytest
 from db import Store
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import snapshot_gpus
-from domain.results.analysis import pareto_points, summarise_points
+from domain.results.analysis import summarise_points
+from domain.results.curve import pareto_points
 from domain.results.frames import point_row
 from runner import host
 from runner import server_process as engine_module

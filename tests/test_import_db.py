@@ -44,7 +44,8 @@ def test_cli_import_then_duplicate(env: dict[str, str], db_path: Path) -> None:
     assert again.returncode == 1 and "imported already" in again.stderr
     store = Store(db_path)
     assert len(store.list_runs()) == 2 and len(store.list_imports()) == 1
-    assert all(r.source == "imported" for r in store.list_runs())
+    # The fixture ran against the emulator (its server_info says so): emulated, and still an import.
+    assert all(r.source == "emulated" and r.plan == "{}" for r in store.list_runs())
     assert [e.action for e in store.audit_entries(reader=admin())] == ["import"]
 
 
@@ -84,9 +85,16 @@ def test_imported_beside_emulated_in_checklist_and_compare(store: Store, env: di
     states = dict(zip(matrix["condition"], matrix["state"], strict=True))
     differ = {c for c, s in states.items() if s == "differ"}
     unknown = {c for c, s in states.items() if s == "unknown"}
-    assert "source" in differ
+    # The file is the emulator's output (its server_info says so): emulated like run 1, not a
+    # measurement, so the source matches; the import of plain records differs (below).
+    assert "source" not in differ and frame["source"].eq("emulated").all()
     assert {"warmup", "seed", "num_prompts"} <= unknown  # bench_serving records do not say these
     assert "output_len" not in differ and "input_len" not in differ and "model" not in differ
+    [plain] = import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", ImportConditions(gpu_type="H200", gpu_count=1),
+                          actor=operator("t")).run_ids
+    other = points_frame(p.as_dict() for p in store.points_for_comparison([1, plain]))
+    other_states = comparability_matrix(other, 1, [plain])
+    assert "source" in set(other_states.loc[other_states["state"] == "differ", "condition"])
     [summary] = comparability_summary(matrix).to_dict("records")
     assert summary["verdict"] != "comparable" and set(summary["unknown"]) == unknown
 

@@ -208,8 +208,9 @@ def test_every_cut_of_a_real_record_reads_as_truncated(fixtures: Path) -> None:
     line = (fixtures / "sglang-0.4.6.post5-details.jsonl").read_text(encoding="utf-8").rstrip("\n")
     cuts = {end: preview_bytes(line[:end].encode()).problems[0].code for end in range(1, len(line))}
     assert {code for code in cuts.values()} == {"truncated"}, [end for end, code in cuts.items() if code != "truncated"]
-    for garbage in ("garbage", "Traceback (most recent call last):", '{"a": nope, "b": 1}', "[1, 2"):
+    for garbage in ("garbage", "Traceback (most recent call last):", '{"a": nope, "b": 1}'):
         assert preview_bytes(garbage.encode()).problems[0].code == "not_json", garbage
+    assert [p.code for p in preview_bytes(b"[1, 2").problems] == ["json_array"]  # what the file is, not its lines
 
 
 def test_a_non_json_line_is_reported_with_its_number(fixtures: Path) -> None:
@@ -222,7 +223,7 @@ def test_a_non_json_line_is_reported_with_its_number(fixtures: Path) -> None:
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_problem_has_a_text(lang: str) -> None:
-    params = {"size": 1, "detail": "x", "column": 1, "keys": "a", "lines": 1, "completed": 2}
+    params = {"size": 1, "detail": "x", "column": 1, "keys": "a", "lines": 1, "completed": 2, "limit": 3}
     for code in PROBLEM_CODES:
         assert LineProblem(7, code, params).text(lang).strip()
     assert "x" in t("import.file_changed", lang, name="x")
@@ -259,9 +260,9 @@ def test_refused_requests_counted_as_completed_are_not_imported(fixtures: Path, 
 
 def test_a_file_with_no_records_and_a_garbage_line() -> None:
     preview = preview_bytes(b"Traceback (most recent call last):\n")
-    assert [(p.line, p.code) for p in preview.problems] == [(1, "not_json"), (0, "no_records")]
+    assert [(p.line, p.code) for p in preview.problems] == [(1, "not_json"), (0, "not_jsonl")]
     assert not preview.importable and preview.runs == ()
-    assert [p.code for p in preview_bytes(b"").problems] == ["no_records"]
+    assert [p.code for p in preview_bytes(b"").problems] == ["empty"]
 
 
 def test_the_rust_clients_record_with_every_request_failed(fixtures: Path, manifest: dict[str, Any]) -> None:
@@ -381,6 +382,56 @@ def test_a_50_mb_file_imports_in_bounded_memory(big_file: tuple[Path, int, int])
           f"pid {os.getpid()}")
     # Bounded: a few times one line (parse + json_safe copy), never the file's 50 MB.
     assert peak < 12 * line_size < size / 2
+
+
+def test_a_long_line_is_read_without_its_arrays_and_gives_the_same_point(fixtures: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SLIM_ABOVE_BYTES a line is walked, not json.loads-ed (domain/importer/slim.py): the
+    point (metrics, conditions, requests sent) is the one a full parse gives; the raw record
+    lacks only the long arrays, whose element counts it keeps."""
+    import domain.importer.bench_jsonl as bench_jsonl
+    import domain.importer.slim as slim
+
+    path = fixtures / "sglang-0.5.23-details.jsonl"
+    full = preview_import(path)
+    monkeypatch.setattr(bench_jsonl, "SLIM_ABOVE_BYTES", 0)
+    monkeypatch.setattr(slim, "KEEP_VALUE_BYTES", 64)
+    walked = preview_import(path)
+    assert [(p.metrics, p.conditions, p.unknown, p.record_format) for p in walked.points] == [
+        (p.metrics, p.conditions, p.unknown, p.record_format) for p in full.points]
+    [row] = list(iter_point_rows(path, walked))
+    [record] = records(path)
+    omitted = row.raw.pop(slim.OMITTED_KEY)
+    assert omitted == {key: len(record[key]) for key in omitted} and "itls" in omitted
+    assert row.raw == json_safe({k: v for k, v in record.items() if k not in omitted})
+
+
+@pytest.mark.parametrize("text", ['{"a": [1, "x", {"b": "]"}], "c": 1', '{"a": [[1], [2', '{"a": "cut'])
+def test_a_long_line_cut_short_reads_as_truncated(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import domain.importer.bench_jsonl as bench_jsonl
+
+    monkeypatch.setattr(bench_jsonl, "SLIM_ABOVE_BYTES", 0)
+    assert [p.code for p in preview_bytes(text.encode()).problems][:1] == ["truncated"]
+    assert [p.code for p in preview_bytes(b"garbage" + text.encode()).problems][:1] == ["not_json"]
+
+
+def test_files_that_are_not_json_lines_say_what_they_are(fixtures: Path) -> None:
+    """A JSON array, a pretty-printed object, text: the file's shape and what is expected, not
+    per-line noise and not "every request failed"."""
+    [record] = records(fixtures / "sglang-0.4.6.post5-details.jsonl")
+    shapes = {
+        "json_array": json.dumps([record]).encode(),
+        "json_document": json.dumps(record, indent=2).encode(),
+        "not_jsonl": b"<html><body>502 Bad Gateway</body></html>\n",
+        "empty": b"\n\n",
+    }
+    for code, data in shapes.items():
+        preview = preview_bytes(data)
+        assert not preview.importable and preview.problems[-1].code == code, (code, preview.problems)
+        for lang in LANGUAGES:
+            assert "request" not in preview.problems[-1].text(lang) or code == "empty"
+    assert [p.code for p in preview_bytes(shapes["json_array"]).problems] == ["json_array"]  # lines left out
+    assert preview_bytes(shapes["json_array"]).problems[0].text("en").startswith("This file is one JSON array")
 
 
 # -- AIPerf ------------------------------------------------------------------------------------

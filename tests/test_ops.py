@@ -244,7 +244,12 @@ def test_server_log_keeps_only_the_configured_backups(tmp_path: Path) -> None:
                                                            "server.log.3"]
     kept = _numbers(list(reversed(log_files(log))))
     assert kept == list(range(lines - len(kept), lines))  # the newest lines, contiguous
-    assert len(server.log_tail(200_000)) == 200_000  # the tail reads across the rotated files
+    # The tail reads across the rotated files.  What is kept is three full backups plus the
+    # live file, which can be nearly empty right after a rotation: ask for less than the
+    # backups alone hold (3 × 64 KiB), so the answer does not depend on where rotation fell.
+    tail_chars = 150_000
+    assert sum(p.stat().st_size for p in log_files(log)[1:]) >= tail_chars
+    assert len(server.log_tail(tail_chars)) == tail_chars
 
 
 def test_crash_is_classified_from_a_rotated_log(tmp_path: Path) -> None:

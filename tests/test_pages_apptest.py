@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-import filelock
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from db import Store
@@ -51,18 +54,36 @@ def test_submit_is_idempotent_per_form_instance(app_env: Path) -> None:
     at.session_state["build.idempotency_key"] = "one-form"
     _submit(at)
     assert [r.id for r in Store(app_env).list_runs()] == [1]
+    assert any("Queued run #1" in s.value for s in at.success)
+    # A second click whose rerun arrives before the first one's has recorded the run: the
+    # button is still enabled then, and the store answers the instance's key with run 1.
+    del at.session_state["build.queued_run"]
     at.switch_page("pages/build.py").run()
-    at.session_state["build.idempotency_key"] = "one-form"  # the same submission arriving twice
     _submit(at)
     assert [r.id for r in Store(app_env).list_runs()] == [1]
+    assert any("Queued run #1" in s.value for s in at.success)
+    # Queueing another from the same form is a deliberate new instance: a second run.
+    next(b for b in at.button if b.label == "Queue another from this form").click().run()
+    _submit(at)
+    assert sorted(r.id for r in Store(app_env).list_runs()) == [1, 2]
     entries = Store(app_env).audit_entries(reader=admin())
-    assert [e.action for e in entries] == ["submit"] and entries[0].actor
+    assert [e.action for e in entries] == ["submit", "submit"] and entries[0].actor
 
 
 def test_busy_when_the_db_lock_is_held_elsewhere(app_env: Path) -> None:
     Store(app_env).migrate()
-    with filelock.FileLock(str(lock_path_for(app_env))):
+    # Held by another process, as a runner mid-write would (filelock refuses a second
+    # instance of one lock inside one thread, so the holder must be elsewhere).
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import filelock, sys, time; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+         "print('held', flush=True); time.sleep(120)", str(lock_path_for(app_env))],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         at = AppTest.from_file(APP, default_timeout=60).run()
+    finally:
+        holder.kill()
+        holder.wait()
     assert not at.exception
     assert any("busy" in w.value for w in at.warning)
 
@@ -79,3 +100,119 @@ def test_runs_page_summarises_runner_health_and_names_each_problem(app_env: Path
     assert not at.exception
     assert any("2 hosts: 1 healthy, 1 unhealthy, 0 offline (8 GPUs on healthy hosts)" in c.value for c in at.caption)
     assert any("ray:b:1234abcd (b)" in w.value and "disk full" in w.value for w in at.warning)
+
+
+# -- compare and checklist ------------------------------------------------------------------------
+
+
+def _import(path: Path, *args: str) -> list[int]:
+    """``python -m runner import`` into this test's DB (app_env's environment); the run ids."""
+    done = subprocess.run([sys.executable, "-m", "runner", "import", str(path), *args], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return [int(x) for x in done.stdout.split("imported")[0].split()]
+
+
+def _page(name: str, **query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(f"pages/{name}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _table_with(at: AppTest, needle: str) -> pd.DataFrame:
+    for frame in at.dataframe:
+        value = frame.value
+        cells = value.data if hasattr(value, "data") else value  # a Styler's frame, or the frame
+        if cells.astype(str).apply(lambda col: col.str.contains(needle, regex=False)).any().any():
+            return cells
+    raise AssertionError(f"no table holds {needle!r}")
+
+
+def test_compare_page_verdict_first_and_cold_points_kept_on_request(app_env: Path, tmp_path: Path) -> None:
+    from tests.test_browser_compare_views import cold_first_copy
+    from tools.make_import_fixtures import ensure_fixtures
+
+    fixtures = ensure_fixtures()
+    real = _import(fixtures / "sglang-0.5.23.jsonl")[0]
+    cold = _import(cold_first_copy(fixtures / "sglang-0.5.23.jsonl", tmp_path / "cold-first.jsonl"))[0]
+    old = _import(fixtures / "sglang-0.4.6.post5.jsonl")[0]
+    # 0.5.23's records name the emulator as their server (emulated), 0.4.6's name none (imported).
+    at = _page("compare", baseline=str(real), runs=f"{cold},{old}", mixed="1", lang="en")
+    # The verdicts are the first alerts, one per run, with both values; not comparable in red.
+    assert at.error[0].value.startswith(f"run #{old} vs baseline #{real}: not comparable")
+    # Same records, same conditions: comparable (except what neither side's file says).
+    assert any(box.value.startswith(f"run #{cold} vs baseline #{real}: comparable")
+               for box in [*at.success, *at.warning])
+    # The cold c=1 point is badged and measured against c=2 until the user keeps it.
+    assert any("Cold first points" in w.value and f"#{cold} " in w.value for w in at.warning)
+    column = f"#{cold}"
+    left_out = _table_with(at, "basis c=2")[column].tolist()
+    # Measured against c=2, no efficiency is inflated by the cold point (kept, c=1's few tok/s
+    # make every later point several times "100 %"); a point the emulated measurement itself
+    # put above curve.SUPER_LINEAR_EFFICIENCY is badged as such, as it should be.
+    left_values = [float(cell.split("%")[0].replace(",", "")) for cell in left_out if cell]
+    assert max(left_values) < 150, left_out
+    assert all("eff. >100%" not in cell or value > 100 for cell, value in zip(
+        [c for c in left_out if c], left_values, strict=True)), left_out
+    next(w for w in at.toggle if w.label == "Keep cold first points in the baseline").set_value(True).run()
+    kept = _table_with(at, "eff. >100%")[column].tolist()
+    assert kept != left_out and all("%" in cell for cell in kept if cell)
+    for cell in kept:  # above 100 % never without its mark
+        value = float(cell.split("%")[0].replace(",", "")) if cell else 0.0
+        assert value <= 100 or " · " in cell, cell
+
+
+def test_compare_page_offers_flag_conditions_and_keeps_them_in_the_url(app_env: Path, tmp_path: Path) -> None:
+    from tools.make_import_fixtures import ensure_fixtures
+
+    # Records that name no server (0.4.6): the flags come from --server-args, as a user pastes them.
+    source = ensure_fixtures() / "sglang-0.4.6.post5.jsonl"
+    base = _import(source, "--server-args", "--kv-cache-dtype auto")[0]
+    copy = tmp_path / "fp8.jsonl"
+    copy.write_bytes(source.read_bytes() + b"\n")  # another file: an import is refused twice
+    fp8 = _import(copy, "--server-args", "--kv-cache-dtype fp8_e4m3")[0]
+    at = _page("compare", baseline=str(base), runs=str(fp8), lang="en")
+    # The Markdown source: the name and values are escaped literal text ("\\_" shows as "_").
+    assert "kv-cache-dtype" in at.error[0].value and "auto → fp8\\_e4m3" in at.error[0].value
+    intended = next(m for m in at.multiselect if m.label.startswith("Conditions intended to differ"))
+    assert "--kv-cache-dtype (Quantization)" in intended.options  # the label of flag:kv-cache-dtype
+    intended.set_value(["flag:kv-cache-dtype"]).run()
+    assert not at.exception
+    assert at.query_params["intended"] == "flag:kv-cache-dtype"  # one value: kept as text
+    assert not at.error or not any("kv-cache-dtype" in e.value for e in at.error)
+
+
+def test_checklist_marks_fatal_differences_with_both_values(app_env: Path, tmp_path: Path) -> None:
+    from tools.make_import_fixtures import ensure_fixtures
+
+    # Records that name no server (0.4.6): the flags come from --server-args, as a user pastes them.
+    source = ensure_fixtures() / "sglang-0.4.6.post5.jsonl"
+    base = _import(source, "--server-args", "--kv-cache-dtype auto")[0]
+    copy = tmp_path / "fp8.jsonl"
+    copy.write_bytes(source.read_bytes() + b"\n")
+    fp8 = _import(copy, "--server-args", "--kv-cache-dtype fp8_e4m3")[0]
+    at = _page("checklist", baseline=str(base), runs=str(fp8), lang="en")
+    assert at.error[0].value.startswith(f"#{fp8} — not comparable")
+    matrix = _table_with(at, "fp8_e4m3")
+    row = matrix.loc[next(i for i in matrix.index if "kv-cache-dtype" in i[1])]
+    assert row[f"#{fp8}"] == "✗ auto → fp8_e4m3 (not comparable)"
+
+
+def test_runs_named_without_a_baseline_ask_for_one(app_env: Path) -> None:
+    """A run page's "add to the compared runs" opens the compare page with ?runs= only: the
+    page asks for the baseline instead of making the newest run the baseline."""
+    from tools.make_import_fixtures import ensure_fixtures
+
+    run = _import(ensure_fixtures() / "sglang-0.5.23.jsonl")[0]
+    at = _page("compare", runs=str(run), lang="en")
+    baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
+    assert baseline.value is None
+    assert any("Pick the baseline" in i.value for i in at.info)
+    assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [run]
+    baseline.set_value(run).run()  # picking it as the baseline moves it out of the compared runs
+    assert not at.exception and at.query_params["baseline"] == str(run)

@@ -67,6 +67,27 @@ def test_two_scenarios_by_three_concurrencies_complete(store: Store, env: dict[s
     assert_nothing_left(renv[MARK])
 
 
+def test_a_queue_of_runs_shares_one_warm_client_and_each_attempt_keeps_its_own_log(
+        store: Store, env: dict[str, str]) -> None:
+    """The daemon keeps an idle warm client for its next run (runner/bench_client.py
+    ``KeptClient``): one client process for two runs, each attempt's points in its own log,
+    the attempt records that its client was kept, and the burst's end leaves nothing behind."""
+    runs = [store.submit_run(small_plan(name=name), submitted_by=operator("test"))[0] for name in ("a", "b")]
+    renv = runner_env(env)
+    assert run_burst(renv) == 0
+    assert [store.get_run(r).status for r in runs] == ["succeeded", "succeeded"]
+    attempts = [store.attempts_of(r)[-1] for r in runs]
+    assert [json.loads(a.bench_client)["runs_served_before"] for a in attempts] == [0, 1]
+    work = Path(renv["BENCHDECK_WORK_DIR"])
+    first, second = [(work / f"attempt-{a.id}" / "bench.log").read_text(encoding="utf-8") for a in attempts]
+    assert "kept from an earlier run" not in first
+    assert "kept from an earlier run (started " in second.splitlines()[0]
+    for log in (first, second):
+        # The client's summary of each of the run's two points lands in that attempt's log.
+        assert log.count("Serving Benchmark Result") == 2, log[-2000:]
+    assert_nothing_left(renv[MARK])
+
+
 def test_out_of_memory_fails_as_oom_and_is_not_retried(store: Store, env: dict[str, str]) -> None:
     plan = small_plan(model="Qwen/Qwen3-235B-A22B", gpu={"type": "H100", "count": 1},
                       server_args={"mem-fraction-static": 0.5})

@@ -10,12 +10,62 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ENDPOINT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+
+
+def _http_url(value: str, what: str) -> str:
+    """An absolute http(s) URL with a host, without query, fragment or credentials."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{what} must be an http:// or https:// URL with a host, got {value!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"{what} takes no query, fragment or credentials: {value!r}")
+    return value.rstrip("/")
+
+
+class ExternalEndpoint(BaseModel):
+    """A server benchdeck did not start (issue 18), listed by an administrator: plans name it
+    by ``name`` only, so no form ever makes the runner send requests to a URL it typed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=ENDPOINT_NAME)]
+    base_url: str  # the OpenAI-compatible API's root: <base_url>/v1/models, <base_url>/v1/completions
+    # The Prometheus text endpoint; the readers fetch "<prefix>/metrics", so it ends in /metrics.
+    metrics_url: str | None = None
+    # The served model's tokenizer on the runner host (the bench client counts and draws prompts
+    # with it; nothing is downloaded).  None: the plan's model must be such a local directory.
+    tokenizer_dir: Path | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _base(cls, value: str) -> str:
+        base = _http_url(value, "base_url")
+        if urlsplit(base).path not in ("", "/"):
+            raise ValueError(f"base_url is the server's root (benchdeck adds /v1/...), got {value!r}")
+        return base
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = _http_url(value, "metrics_url")
+        if not urlsplit(url).path.endswith("/metrics"):
+            raise ValueError(f"metrics_url must end in /metrics, got {value!r}")
+        return url
+
+    @property
+    def metrics_base(self) -> str | None:
+        """What the /metrics readers (runner/telemetry.py) take: the URL without its /metrics."""
+        return None if self.metrics_url is None else self.metrics_url[: -len("/metrics")]
 
 
 class Settings(BaseSettings):
@@ -30,6 +80,13 @@ class Settings(BaseSettings):
         description=(
             "Interpreter of the separate SGLang environment on the runner host. Unset means "
             "no real SGLang: the runner serves emulator runs only (demo mode)."
+        ),
+    )
+    vllm_python: Path | None = Field(
+        default=None,
+        description=(
+            "Interpreter of a separate vLLM environment on the runner host. Unset means no real "
+            "vLLM: engine vllm plans stay queued for a runner that has it (vllm-emulator runs anywhere)."
         ),
     )
     bench_python: Path = Field(
@@ -166,6 +223,21 @@ class Settings(BaseSettings):
     )
     max_attempts: int = Field(default=2, ge=1, description="Attempts per run before it fails for good.")
     max_plan_bytes: int = Field(default=256 * 1024, gt=0, description="Largest plan YAML accepted.")
+    watch_baseline_runs: int = Field(
+        default=3, ge=1, description="Watch: the last N comparable measurements whose median is a watched point's "
+        "baseline.")
+    watch_throughput_threshold: float = Field(
+        default=0.10, gt=0, lt=1, description="Watch: relative throughput change (beyond the repeats' noise band) "
+        "that makes a re-run suspicious.")
+    watch_latency_threshold: float = Field(
+        default=0.10, gt=0, description="Watch: relative p99 latency change (beyond the repeats' noise band) that "
+        "makes a re-run suspicious.")
+    watch_priority: int = Field(
+        default=-50, ge=-100, le=100, description="Watch: queue priority of a watched configuration's re-runs "
+        "(below people's default 0).")
+    emulated_sglang_version: str | None = Field(
+        default=None, description="Demo mode (no real SGLang): the SGLang version this runner host reports to "
+        "watched configurations; changing it re-measures them on the emulator under that version's flags.")
     tokenizer_dir: Path = Field(
         default=PROJECT_ROOT / "data" / "tokenizer",
         description="Local tokenizer the emulator and bench client use (built at set-up, nothing downloaded).",
@@ -174,6 +246,24 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / "data" / "runs",
         description="Per-attempt directories: server logs, raw bench output, telemetry files.",
     )
+    external_endpoints: list[ExternalEndpoint] = Field(
+        default_factory=list,
+        description="Servers benchdeck did not start that plans may benchmark with engine: external, named by "
+        "'name' (JSON list of {name, base_url, metrics_url, tokenizer_dir}). Set by an administrator; a form "
+        "never types a URL.",
+    )
+
+    @field_validator("external_endpoints")
+    @classmethod
+    def _distinct_endpoints(cls, value: list[ExternalEndpoint]) -> list[ExternalEndpoint]:
+        names = [endpoint.name for endpoint in value]
+        if len(set(names)) != len(names):
+            raise ValueError("external endpoint names must be distinct")
+        return value
+
+    def external_endpoint(self, name: str) -> ExternalEndpoint | None:
+        """The listed endpoint of that name, or None (not listed, or no longer)."""
+        return next((endpoint for endpoint in self.external_endpoints if endpoint.name == name), None)
 
 
 @lru_cache(maxsize=1)

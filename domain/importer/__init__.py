@@ -34,6 +34,7 @@ from domain.importer.conditions import (
 )
 from domain.importer.grouping import group_runs, run_key
 from domain.importer.lines import MAX_LINE_BYTES, HashingReader, sha256_of
+from domain.importer.shapes import file_problem, replaces_line_problems
 from domain.importer.types import (
     CONDITION_KEYS,
     ImportedPoint,
@@ -95,6 +96,8 @@ def preview_import(source: Source, *, file_name: str | None = None,
 
 
 def _preview_jsonl(stream: BinaryIO, name: str, max_line_bytes: int) -> ImportPreview:
+    head = stream.read(_HEAD_BYTES)
+    stream.seek(0)
     reader = HashingReader(stream, max_line_bytes=max_line_bytes)
     points: list[ImportedPoint] = []
     problems: list[LineProblem] = []
@@ -109,7 +112,8 @@ def _preview_jsonl(stream: BinaryIO, name: str, max_line_bytes: int) -> ImportPr
         elif outcome is not None:
             problems.append(outcome)
     if not points:
-        problems.append(LineProblem(0, "no_records", {"lines": line_count}))
+        problem = file_problem(head, problems, line_count, whole=reader.size <= len(head))
+        problems = [problem] if replaces_line_problems(problem) else [*problems, problem]
     return ImportPreview("bench_serving_jsonl", name, reader.sha256, reader.size, line_count,
                          group_runs(points), tuple(problems))
 

@@ -28,7 +28,8 @@ from functools import lru_cache
 from typing import Any
 
 from domain.flags.schema import all_schemas
-from domain.importer.lines import Line
+from domain.importer.lines import MAX_LINE_BYTES, Line
+from domain.importer.slim import OMITTED_KEY, SLIM_ABOVE_BYTES, SlimError, slim_record
 from domain.importer.types import CONDITION_KEYS, DERIVED_KEYS, ImportedPoint, LineProblem, RecordFormat, ServerFacts
 from domain.results.bench_record import REQUIRED_KEYS, BadRecord, metrics_from_record
 
@@ -48,9 +49,14 @@ _LIVE_SERVER_KEYS = ("internal_states", "startup_time", "status", "emulator", "k
 
 
 def decode_line(line: Line) -> dict[str, Any] | LineProblem | None:
-    """The JSON object on ``line``, a problem, or None for a blank line."""
+    """The JSON object on ``line``, a problem, or None for a blank line.
+
+    A line over SLIM_ABOVE_BYTES is read by domain.importer.slim (its per-request arrays
+    counted, not built), so one long line costs about its own size in memory."""
     if line.too_long:
-        return LineProblem(line.number, "too_long", {"size": line.size})
+        return LineProblem(line.number, "too_long", {"size": line.size, "limit": MAX_LINE_BYTES})
+    if len(line.data) > SLIM_ABOVE_BYTES:
+        return _decode_long_line(line)
     try:
         text = line.data.decode("utf-8").lstrip("\ufeff")
     except UnicodeDecodeError:
@@ -65,6 +71,18 @@ def decode_line(line: Line) -> dict[str, Any] | LineProblem | None:
     if not isinstance(record, dict):
         return LineProblem(line.number, "not_object")
     return record
+
+
+_BOM = "\ufeff".encode()
+
+
+def _decode_long_line(line: Line) -> dict[str, Any] | LineProblem:
+    start = len(_BOM) if line.data.startswith(_BOM) else 0
+    try:
+        return slim_record(line.data, start)
+    except SlimError as exc:
+        code = "truncated" if exc.at_end and line.data[start:start + 1] == b"{" else "not_json"
+        return LineProblem(line.number, code, {"detail": str(exc), "column": exc.position + 1})
 
 
 _STRUCTURE = frozenset(',:{}[]" \t')
@@ -124,11 +142,15 @@ def refused_as_completed(record: Mapping[str, Any]) -> bool:
 
 
 def requests_sent(record: Mapping[str, Any]) -> int | None:
-    """Requests the run sent, from the ``--output-details`` arrays (one entry per request)."""
+    """Requests the run sent, from the ``--output-details`` arrays (one entry per request),
+    or from their element counts when a long line's arrays were left out (domain.importer.slim)."""
+    omitted = record.get(OMITTED_KEY)
     for key in ("errors", "input_lens"):
         value = record.get(key)
         if isinstance(value, list):
             return len(value)
+        if isinstance(omitted, Mapping) and isinstance(omitted.get(key), int):
+            return int(omitted[key])
     return None
 
 
@@ -193,9 +215,11 @@ def record_conditions(record: Mapping[str, Any], requested: int | None) -> tuple
 
 def record_format(record: Mapping[str, Any]) -> RecordFormat:
     """The client family from the record's keys: 35 keys up to 0.5.3, 49 from 0.5.9 on."""
-    extras = tuple(name for name, keys in OPTIONAL_GROUPS.items() if any(k in record for k in keys))
-    optional = {k for keys in OPTIONAL_GROUPS.values() for k in keys} | set(RUST_ONLY_KEYS)
-    base = sum(1 for key in record if key not in optional)
+    omitted = record.get(OMITTED_KEY)
+    present = set(record) | (set(omitted) if isinstance(omitted, Mapping) else set())
+    extras = tuple(name for name, keys in OPTIONAL_GROUPS.items() if any(k in present for k in keys))
+    optional = {k for keys in OPTIONAL_GROUPS.values() for k in keys} | set(RUST_ONLY_KEYS) | {OMITTED_KEY}
+    base = sum(1 for key in present if key not in optional)
     rust = "protocol" in record or isinstance(record.get("request_rate"), str)
     family = "sglang-rust" if rust else {35: "sglang-35", 49: "sglang-49"}.get(base, f"sglang-{base}")
     return RecordFormat(family=family, base_keys=base, extras=extras)

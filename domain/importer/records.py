@@ -4,11 +4,63 @@ and a point per record.  Pure, so the database transaction in db/ stays a plain 
 from __future__ import annotations
 
 import re
-from typing import Any
+import unicodedata
+from typing import Any, Literal
 
 from domain.flags.schema import SchemaError, load_schema
 from domain.importer import ImportPreview, PointRow, RunGroup
 from domain.importer.conditions import RunStatement
+from domain.plan.naming import MAX_NAME_CHARS, is_control
+
+# runs.plan of an imported run: it was measured elsewhere, so there is no plan
+# (db/queries.py INSERT_IMPORTED_RUN writes this literal).
+IMPORTED_PLAN = "{}"
+UNNAMED = "imported"
+MAX_FILE_NAME_CHARS = 255
+
+
+def is_imported_plan(plan: str | None) -> bool:
+    """Whether a run row is an import, whatever its source says (an import of emulator
+    output has source ``emulated``)."""
+    return (plan or "").strip() == IMPORTED_PLAN
+
+
+def clean_text(text: str) -> str:
+    """NFC, control characters removed (domain.plan.naming.is_control), trimmed."""
+    return "".join(c for c in unicodedata.normalize("NFC", text) if not is_control(c)).strip()
+
+
+def _stem_and_suffix(file_name: str) -> tuple[str, str]:
+    base = re.split(r"[/\\]", file_name)[-1]
+    stem, dot, ext = base.rpartition(".")
+    return (stem, dot + ext) if stem else (base, "")
+
+
+def safe_file_name(file_name: str, runs: int = 1) -> str:
+    """An upload's name as an import stores and shows it: its last path component, as text
+    without control characters, its stem short enough that ``<stem>#<runs>`` is a run name
+    (at most MAX_NAME_CHARS characters).  Any other text is kept: a name is shown as text
+    everywhere, and each export neutralises what its format would execute."""
+    stem, suffix = _stem_and_suffix(clean_text(file_name))
+    stem = clean_text(stem)[:MAX_NAME_CHARS - len(f"#{max(runs, 1)}")].rstrip() or UNNAMED
+    return (stem + clean_text(suffix))[:MAX_FILE_NAME_CHARS]
+
+
+def run_name(file_name: str, index: int, runs: int = 1) -> str:
+    """The name of the ``index``-th run (0-based) of an import of ``file_name``: ``<stem>#<n>``."""
+    stem, _ = _stem_and_suffix(safe_file_name(file_name, runs))
+    return f"{stem}#{index + 1}"
+
+
+Source = Literal["imported", "emulated"]
+
+
+def run_source(engine: Any) -> Source:
+    """``emulated`` when the engine is benchdeck's emulator (its server_info says so, or the
+    user stated it), else ``imported``: emulator output must never pass as a measurement,
+    imported or not.  That the run was imported stays known from its plan (IMPORTED_PLAN)
+    and its configuration's environment (``imported_from``)."""
+    return "emulated" if engine == "emulator" else "imported"
 
 
 def _version_number(version: Any) -> str | None:
@@ -58,7 +110,10 @@ def configuration_for(run: RunGroup, statement: RunStatement, preview: ImportPre
             "conflicts": {name: {"file": f, "user": u} for name, (f, u) in statement.conflicts.items()},
             "max_total_num_tokens": values.get("max_total_num_tokens"),
             "dataset": values.get("dataset"), "warmup": values.get("warmup"),
+            # Both facts, whatever runs.source can hold: imported, and (or not) emulated.
+            "imported": True, "emulated": run_source(values.get("engine")) == "emulated",
         },
+        "source": run_source(values.get("engine")),
     }
 
 

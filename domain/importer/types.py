@@ -31,7 +31,9 @@ CONDITION_KEYS = (
 DERIVED_KEYS = ("scenario", "repeat_idx")
 # Every LineProblem code; each has a text ``import.problem.<code>`` in domain/core/i18n/import.yaml.
 PROBLEM_CODES = ("too_long", "not_utf8", "truncated", "not_json", "not_object", "missing_keys", "bad_value",
-                 "all_failed", "refused_as_completed", "no_records", "aiperf_incomplete")
+                 "all_failed", "refused_as_completed", "no_records", "aiperf_incomplete",
+                 # file-level (line 0), domain.importer.shapes: what a file without any record is
+                 "empty", "json_array", "json_document", "not_jsonl")
 
 
 @dataclass(frozen=True)

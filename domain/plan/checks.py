@@ -15,9 +15,11 @@ from domain.core.i18n import t
 from domain.core.settings import Settings
 from domain.flags.policy import load_policy
 from domain.flags.schema import newest_version
+from domain.flags.vllm_schema import newest_vllm_version, vllm_check_messages
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
+from domain.plan.thinking import is_set, template_problem
 from domain.plan.transfer_backend import BACKEND_PACKAGES, DEFAULT_BACKEND, unnamed_backend_roles
 
 QWEN3_2507_CONTEXT = 262_144
@@ -69,7 +71,22 @@ def role_checks(plan: RunPlan, settings: Settings, host_version: str | None = No
     return checks
 
 
-def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None) -> CheckReport:
+def vllm_version_for(plan: RunPlan, host_version: str | None = None) -> str:
+    """The vLLM version whose flags a vLLM plan is checked against: the plan's own, else
+    the runner host's installed one, else the newest shipped schema (what the emulator speaks)."""
+    return plan.vllm_version or host_version or newest_vllm_version()
+
+
+def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
+               every_vllm_version: bool = False) -> CheckReport:
+    """``every_vllm_version`` (``python -m runner check``): a vLLM plan that pins no version is
+    checked against every shipped vLLM schema, each line naming its version; otherwise
+    against the version it will run with."""
+    if plan.is_vllm:
+        versions = None if every_vllm_version and plan.vllm_version is None else [vllm_version_for(plan, host_version)]
+        return _check_vllm_plan(plan, settings, lang, versions)
+    if plan.external is not None:
+        return _check_external_plan(plan, settings, lang)
     config = configuration_check(plan, settings, host_version)
     report = CheckReport(detail=format_check_report(config, lang), config=config)
     for role, role_config in role_checks(plan, settings, host_version):
@@ -86,7 +103,78 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     report.errors += context_errors
     report.detail += "".join(f"\n{error}" for error in context_errors)  # the flag report does not carry them
     report.warnings += default_backend_warnings(plan, lang)
+    thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)
+    report.errors += thinking_errors
+    report.warnings += thinking_warnings
+    report.detail += "".join(f"\n{line}" for line in thinking_errors + thinking_warnings)
     return report
+
+
+def _check_vllm_plan(plan: RunPlan, settings: Settings, lang: str, versions: list[str] | None) -> CheckReport:
+    """A vLLM plan's flags against those vLLM versions' schemas (None: every shipped one) and
+    the vLLM policy (domain/flags/vllm_schema.py); no memory fit or contest-rule check (both
+    model SGLang)."""
+    check = vllm_check_messages(plan.server_args, lang, model_dirs=settings.model_dirs, model=plan.model,
+                                versions=versions)
+    report = CheckReport(errors=list(check.errors), warnings=list(check.warnings), detail=check.detail)
+    if plan.engine == "vllm" and settings.vllm_python is None:
+        report.warnings.append(t("check.no_vllm_here", lang))
+    context_errors = context_length_errors(plan, lang)
+    report.errors += context_errors
+    thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)
+    report.errors += thinking_errors
+    report.warnings += thinking_warnings
+    report.detail += "".join(f"\n{line}" for line in context_errors + thinking_errors + thinking_warnings)
+    return report
+
+
+def external_endpoint_error(plan: RunPlan, settings: Settings, lang: str) -> str | None:
+    """An external plan whose endpoint BENCHDECK_EXTERNAL_ENDPOINTS does not list (the runner
+    checks its own list again before any request: the list may change after submit)."""
+    if plan.external is None or settings.external_endpoint(plan.external.endpoint) is not None:
+        return None
+    listed = ", ".join(endpoint.name for endpoint in settings.external_endpoints) or t("check.external_none", lang)
+    return t("check.external_unlisted", lang, endpoint=plan.external.endpoint, listed=listed)
+
+
+def _check_external_plan(plan: RunPlan, settings: Settings, lang: str) -> CheckReport:
+    """A server benchdeck did not start: no flags to validate (it sets none), no memory fit
+    (its GPUs are not benchdeck's); the endpoint must be listed, and what the plan declares
+    is said to be declared."""
+    assert plan.external is not None  # noqa: S101 - the caller's branch
+    report = CheckReport()
+    unlisted = external_endpoint_error(plan, settings, lang)
+    if unlisted is not None:
+        report.errors.append(unlisted)
+    endpoint = settings.external_endpoint(plan.external.endpoint)
+    if endpoint is not None and endpoint.metrics_url is None:
+        report.warnings.append(t("check.external_no_metrics", lang, endpoint=endpoint.name))
+    report.warnings.append(t("check.external_declared", lang, engine=plan.external.engine,
+                             version=plan.external.version or "?", model=plan.model,
+                             gpus=f"{plan.gpu.count}× {plan.gpu.type}"))
+    report.errors += context_length_errors(plan, lang)
+    thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)
+    report.errors += thinking_errors
+    report.warnings += thinking_warnings
+    report.detail = "\n".join(report.errors + report.warnings)
+    return report
+
+
+def thinking_checks(plan: RunPlan, settings: Settings, lang: str) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of the plan's thinking mode against the chat template its server
+    renders (domain/plan/thinking.py): a template that ignores ``enable_thinking`` refuses
+    the plan; one that cannot be read here, or outputs fixed by ``ignore_eos``, warn."""
+    if not is_set(plan.benchmark.thinking_mode):
+        return [], []
+    errors: list[str] = []
+    warnings: list[str] = []
+    problem = template_problem(plan, settings.tokenizer_dir)
+    if problem is not None:
+        kind, context = problem
+        (warnings if kind == "thinking_template_unknown" else errors).append(t(f"plan.problem.{kind}", lang, **context))
+    if plan.benchmark.ignore_eos:
+        warnings.append(t("plan.problem.thinking_fixed_length", lang))
+    return errors, warnings
 
 
 def default_backend_warnings(plan: RunPlan, lang: str) -> list[str]:

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from domain.flags.argv import render_argv
 from domain.flags.schema import SCHEMA_DIR
+from domain.flags.vllm_schema import render_vllm_argv
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import ServerSlot, Topology, router_concurrency_cap
 
 LOOPBACK = "127.0.0.1"
 RUNNER_FLAGS = ("--model-path", "--host", "--port", "--enable-metrics")
 PYTHON_PLACEHOLDER = "<sglang-python>"
+VLLM_PYTHON_PLACEHOLDER = "<vllm-python>"
 APP_PYTHON_PLACEHOLDER = "<app-python>"
 PORT_PLACEHOLDER = "<port>"
 
@@ -30,6 +32,9 @@ def server_argv(
 ) -> list[str]:
     """The exact engine command; the emulator takes the same flags as SGLang.  ``slot``
     is one server of a router or PD topology: its own flags and GPU count."""
+    if plan.is_vllm:
+        return vllm_server_argv(plan, python=python, port=port, version=version, tokenizer_dir=tokenizer_dir,
+                                app_python=app_python)
     if plan.engine == "sglang":
         head = [python, "-m", "sglang.launch_server"]
     else:
@@ -41,6 +46,34 @@ def server_argv(
         # The emulator ships no schema of its own: it is told where benchdeck's are.
         argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(gpus),
                  "--emulate-sglang-version", version, "--emulate-schema-dir", str(SCHEMA_DIR)]
+        if tokenizer_dir is not None:
+            argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
+    return argv
+
+
+# What the runner owns on a vLLM command line; served-model-name is the model as the plan
+# names it, so the client's --model and /metrics' model_name label are the plan's model.
+VLLM_RUNNER_FLAGS = ("--model", "--host", "--port", "--served-model-name")
+
+
+def vllm_server_argv(
+    plan: RunPlan, *, python: str, port: int | str, version: str, tokenizer_dir: Path | None,
+    app_python: str = sys.executable,
+) -> list[str]:
+    """A vLLM server: ``vllm serve``'s own entry module (``python -m vllm.entrypoints.cli.main
+    serve``, with a ``__main__`` guard in 0.11.2 and 0.33.0 alike, where
+    ``vllm.entrypoints.openai.api_server`` became a deprecated shim), or the emulator started as
+    vLLM.  Flags are rendered against the vLLM version's schema (domain/flags/vllm_schema.py)."""
+    if plan.engine == "vllm":
+        head = [python, "-m", "vllm.entrypoints.cli.main", "serve"]
+    else:
+        head = [app_python, "-m", "emulator", "--emulate-engine", "vllm"]
+    argv = [*head, "--model", plan.model, "--host", LOOPBACK, "--port", str(port),
+            "--served-model-name", plan.model]
+    argv += render_vllm_argv(plan.server_args, version)
+    if plan.engine == "vllm-emulator":
+        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
+                 "--emulate-vllm-version", version]
         if tokenizer_dir is not None:
             argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
     return argv
@@ -67,9 +100,10 @@ def worker_argv(
 def command_preview(plan: RunPlan, version: str) -> str:
     """The command as the runner will run it, with placeholders for what is only known at
     launch (the interpreter path on the runner host, and the free port it picks)."""
-    argv = server_argv(plan, python=PYTHON_PLACEHOLDER, port=PORT_PLACEHOLDER, version=version,
+    python = VLLM_PYTHON_PLACEHOLDER if plan.engine == "vllm" else PYTHON_PLACEHOLDER
+    argv = server_argv(plan, python=python, port=PORT_PLACEHOLDER, version=version,
                        tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER)
-    return shlex.join(argv).replace(f"'{PYTHON_PLACEHOLDER}'", PYTHON_PLACEHOLDER).replace(
+    return shlex.join(argv).replace(f"'{python}'", python).replace(
         f"'{APP_PYTHON_PLACEHOLDER}'", APP_PYTHON_PLACEHOLDER).replace(f"'{PORT_PLACEHOLDER}'", PORT_PLACEHOLDER)
 
 

@@ -17,7 +17,10 @@ from domain.plan.run_plan import Point, RunPlan
 DECODE_STEP_S = 0.010  # per output token at moderate batch
 PREFILL_TOKEN_S = 0.00005  # per input token
 POINT_OVERHEAD_S = 2.0  # flush, hand-over to the client
-STARTUP_S = {"emulator": 15.0, "sglang": 600.0}  # server start + client imports
+# Server start + client imports.  vLLM's start (weights, profiling, CUDA graphs) is taken
+# as SGLang's: nothing here measured it.
+STARTUP_S = {"emulator": 15.0, "sglang": 600.0, "vllm-emulator": 15.0, "vllm": 600.0,
+             "external": 0.0}  # external: already up, nothing is launched
 
 
 def point_seconds(point: Point) -> float:

@@ -133,10 +133,15 @@ def parse_role_flags(text: str, role: str, lang: str) -> tuple[dict[str, Any], l
     return ({} if problems else dict(data)), problems
 
 
-def readable_problems(problems: list[PlanProblem]) -> list[str]:
-    """pydantic's wording without its "Value error, " prefix, one line per reason."""
+def readable_problems(problems: list[PlanProblem], lang: str = "en") -> list[str]:
+    """Each problem as a sentence in ``lang`` (:meth:`PlanProblem.text`: the plan's
+    constraints, never a raw pattern or pydantic's wording).  A problem without a sentence of
+    its own (a topology's layout, joined by "; ") gives one line per reason."""
     lines = []
     for problem in problems:
+        if problem.kind and problem.kind != "value_error":
+            lines.append(problem.text(lang))
+            continue
         for part in problem.message.removeprefix("Value error, ").split("; "):
-            lines.append(f"{problem.field}: {part}" if problem.field else part)
+            lines.append(PlanProblem(problem.field, part, problem.kind).text(lang))
     return lines

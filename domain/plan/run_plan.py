@@ -16,8 +16,19 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from domain.plan.naming import clean_name, name_problem
+from domain.plan.thinking import thinking_problem
 from domain.plan.topology import Topology, layout_problems
 
 FlagValue = bool | int | float | str | list[int] | list[float] | list[str]
@@ -27,7 +38,9 @@ MAX_TOKENS_PER_SIDE = 1_000_000
 MAX_PROMPTS_PER_POINT = 100_000
 MAX_POINTS = 2_000
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$"
+# Scenario names and tags stay ASCII identifiers (a scenario's name is part of each point's
+# key and record file name); a run's own name is any text (domain/plan/naming.py).
+_ASCII_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$"
 _GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,31}$"
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9\-]{0,79}$")
 _MULTIPLIER = re.compile(r"^([0-9]{1,4}(?:\.[0-9]{1,3})?)x$")
@@ -37,13 +50,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def plan_rule(kind: str, message: str, **context: Any) -> PydanticCustomError:
+    """A refusal with its own error type: ``kind`` names the ``plan.problem.<kind>`` sentence
+    (ja/en, domain/core/i18n/naming.yaml) that domain/plan/plan_io.py shows for it, and
+    ``message`` (formatted with ``context``) is the English text the CLI and logs keep."""
+    return PydanticCustomError(kind, message, context)
+
+
 class GpuSpec(_Strict):
     type: Annotated[str, Field(pattern=_GPU_TYPE)]
     count: Annotated[int, Field(ge=1, le=64, strict=True)]
 
 
 class Scenario(_Strict):
-    name: Annotated[str, Field(pattern=_NAME)]
+    name: Annotated[str, Field(pattern=_ASCII_NAME)]
     input_len: Annotated[int, Field(ge=1, le=MAX_TOKENS_PER_SIDE, strict=True)]
     output_len: Annotated[int, Field(ge=1, le=MAX_TOKENS_PER_SIDE, strict=True)]
 
@@ -59,15 +79,25 @@ QUICK_CONCURRENCY = (1, 2, 4, 8)
 
 def _count_spec(value: object, field: str) -> int | str:
     """Accept an integer or "<k>x" (k × concurrency); reject everything else by name."""
-    if isinstance(value, bool):
-        raise ValueError(f"{field} must be an integer or like '10x', not a boolean")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
-            raise ValueError(f"{field} must not be negative")
+            raise plan_rule("count_negative", "{field} must not be negative", field=field)
         return value
     if isinstance(value, str) and _MULTIPLIER.match(value):
         return value
-    raise ValueError(f"{field} must be an integer or like '10x' (10 × concurrency), got {value!r}")
+    raise plan_rule("count_format", "{field} must be an integer or like '10x' (10 × concurrency), got {value}",
+                    field=field, value=repr(value))
+
+
+def _request_rate(value: object) -> float | str:
+    """A positive number of requests per second, or "inf" (all at once); a float infinity
+    (YAML's ``.inf``) reads as "inf"."""
+    if value == "inf" or (isinstance(value, float) and value == math.inf):
+        return "inf"
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise plan_rule("request_rate", "request_rate must be a positive number or 'inf', got {value}",
+                    value=repr(value))
 
 
 def resolve_count(spec: int | str, concurrency: int) -> int:
@@ -77,6 +107,35 @@ def resolve_count(spec: int | str, concurrency: int) -> int:
     if match is None:  # validated on the way in; reaching here is a bug
         raise ValueError(f"not a count: {spec!r}")
     return math.ceil(float(match.group(1)) * concurrency)
+
+
+class SlaStop(_Strict):
+    """Stop a sweep once a measured point breaks a p99 latency limit (a tuner's trial,
+    issue 17): the points left are skipped and recorded as such (runner/attempt.py),
+    since a configuration that fails its SLA at one load rarely passes it at a higher one."""
+
+    ttft_p99_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    tpot_p99_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    # The concurrencies the SLA is about (None: every one); a point at another never stops the sweep.
+    concurrencies: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY, strict=True)]] | None = None
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> SlaStop:
+        if self.ttft_p99_ms is None and self.tpot_p99_ms is None:
+            raise plan_rule("sla_stop_empty", "stop_on_sla needs ttft_p99_ms or tpot_p99_ms")
+        return self
+
+    def violations(self, concurrency: int, ttft_p99_ms: float | None, tpot_p99_ms: float | None) -> list[str]:
+        """The limits one point breaks, as English sentences (empty: within the SLA).  A
+        metric the point lacks breaks nothing: the sweep is not stopped on missing data."""
+        if self.concurrencies is not None and concurrency not in self.concurrencies:
+            return []
+        broken = []
+        for name, limit, measured in (("p99 TTFT", self.ttft_p99_ms, ttft_p99_ms),
+                                      ("p99 TPOT", self.tpot_p99_ms, tpot_p99_ms)):
+            if limit is not None and measured is not None and measured > limit:
+                broken.append(f"{name} {measured:.1f} ms > {limit:g} ms")
+        return broken
 
 
 class BenchmarkPlan(_Strict):
@@ -89,17 +148,22 @@ class BenchmarkPlan(_Strict):
     num_prompts: int | str = "10x"
     warmup: int | str = "2x"
     repeats: Annotated[int, Field(ge=1, le=20, strict=True)] = 1
+    # Repeats on one launch measure client-side noise only; a fresh launch per repeat also
+    # measures launch-to-launch variance (graph capture, memory layout, expert placement).
+    fresh_launch_per_repeat: bool = False
     dataset: Literal["random-ids", "random", "sharegpt"] = "random-ids"
     dataset_path: str | None = None
     seed: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] = 42
     random_range_ratio: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
-    request_rate: Annotated[float, Field(gt=0)] | Literal["inf"] = "inf"
-    backend: Literal["sglang", "sglang-oai", "sglang-oai-chat"] = "sglang"
+    request_rate: float | Literal["inf"] = "inf"  # checked by _rate below
+    # "vllm": the same client's OpenAI completions backend, for vLLM plans (RunPlan sets it)
+    backend: Literal["sglang", "sglang-oai", "sglang-oai-chat", "vllm"] = "sglang"
     tokenize_prompt: bool = True
     apply_chat_template: bool = False
     thinking_mode: Literal["off", "on", "n/a"] = "n/a"
     ignore_eos: bool = True
     flush_cache: bool = True
+    stop_on_sla: SlaStop | None = None  # None: every point is measured, whatever its latency
 
     @field_validator("num_prompts", "warmup", mode="before")
     @classmethod
@@ -110,7 +174,7 @@ class BenchmarkPlan(_Strict):
     @classmethod
     def _distinct_concurrency(cls, value: list[int]) -> list[int]:
         if len(set(value)) != len(value):
-            raise ValueError("concurrency values must be distinct")
+            raise plan_rule("concurrency_distinct", "concurrency values must be distinct")
         return sorted(value)
 
     @field_validator("scenarios")
@@ -118,35 +182,52 @@ class BenchmarkPlan(_Strict):
     def _distinct_scenarios(cls, value: list[Scenario]) -> list[Scenario]:
         names = [s.name for s in value]
         if len(set(names)) != len(names):
-            raise ValueError("scenario names must be distinct")
+            raise plan_rule("scenario_distinct", "scenario names must be distinct")
         return value
 
     @field_validator("request_rate", mode="before")
     @classmethod
-    def _finite_rate(cls, value: object) -> object:
-        if isinstance(value, float) and math.isinf(value):
-            return "inf"
-        if isinstance(value, float) and math.isnan(value):
-            raise ValueError("request_rate must be a number or 'inf', not NaN")
-        return value
+    def _rate(cls, value: object) -> float | str:
+        return _request_rate(value)
+
+    @model_validator(mode="after")
+    def _requests(self) -> BenchmarkPlan:
+        if self.tokenize_prompt and self.backend != "sglang":
+            raise plan_rule("tokenize_needs_sglang",
+                            "tokenize_prompt (exact ISL) works only with the 'sglang' backend")
+        if self.backend == "sglang-oai-chat" and not self.apply_chat_template:
+            raise plan_rule("chat_template_implied", "the 'sglang-oai-chat' backend sends chat requests, which "
+                            "the server always renders with the model's chat template: set apply_chat_template")
+        refusal = thinking_problem(self.backend, self.apply_chat_template, self.thinking_mode)
+        if refusal is not None:
+            raise plan_rule(*refusal)
+        if self.dataset != "random-ids" and not self.dataset_path:
+            raise plan_rule("dataset_needs_path", "dataset {dataset} needs a local dataset_path (no network "
+                            "downloads)", dataset=self.dataset)
+        return self
 
     @model_validator(mode="after")
     def _sizes(self) -> BenchmarkPlan:
-        if self.tokenize_prompt and self.backend != "sglang":
-            raise ValueError("tokenize_prompt (exact ISL) works only with the 'sglang' backend")
-        if self.dataset != "random-ids" and not self.dataset_path:
-            raise ValueError(f"dataset {self.dataset!r} needs a local dataset_path (no network downloads)")
         points = len(self.scenarios) * len(self.concurrency) * self.repeats
         if points > MAX_POINTS:
-            raise ValueError(f"{points} points is more than the {MAX_POINTS} a run may have")
+            raise plan_rule("too_many_points", "{points} points is more than the {limit} a run may have",
+                            points=points, limit=MAX_POINTS)
         for c in self.concurrency:
             prompts = resolve_count(self.num_prompts, c)
             if prompts < 1:
-                raise ValueError("num_prompts must give at least 1 prompt per point")
+                raise plan_rule("prompts_too_few", "num_prompts must give at least 1 prompt per point")
             if prompts > MAX_PROMPTS_PER_POINT:
-                raise ValueError(f"num_prompts gives {prompts} prompts at concurrency {c}; "
-                                 f"the limit is {MAX_PROMPTS_PER_POINT}")
+                raise plan_rule("prompts_too_many", "num_prompts gives {prompts} prompts at concurrency "
+                                "{concurrency}; the limit is {limit}", prompts=prompts, concurrency=c,
+                                limit=MAX_PROMPTS_PER_POINT)
         return self
+
+
+_NAME_MESSAGES = {
+    "name_empty": "a run needs a name (it is empty or only spaces)",
+    "name_too_long": "the name is {length} characters long; the limit is {limit}",
+    "name_control": "the name contains a control character ({code})",
+}
 
 
 @dataclass(frozen=True)
@@ -164,17 +245,165 @@ class Point:
         return f"{self.scenario.name}/c{self.concurrency}/r{self.repeat_idx}"
 
 
+# The engines a plan can name: SGLang and vLLM, each real (launched with the interpreter an
+# administrator configured) or emulated (benchdeck's emulator speaking that engine's API);
+# or "external": a server benchdeck did not start, which it only sends requests to.
+Engine = Literal["sglang", "emulator", "vllm", "vllm-emulator", "external"]
+EMULATED_ENGINES = frozenset({"emulator", "vllm-emulator"})
+VLLM_ENGINES = frozenset({"vllm", "vllm-emulator"})
+_VERSION = r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$"
+# What an external server says it runs: declared by the plan, never checked by benchdeck.
+DeclaredEngine = Literal["trt-llm", "dynamo", "vllm", "sglang", "other"]
+_DECLARED_VERSION = r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,39}$"
+_ENDPOINT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"  # domain/core/settings.py ENDPOINT_NAME
+# The client an external server gets: bench_serving's OpenAI completions backend, no
+# --tokenize-prompt (token ids go only to SGLang's backend) and no --flush-cache (the cache
+# endpoint it posts to is SGLang's or vLLM's development mode; another server may lack it).
+EXTERNAL_CLIENT = {"backend": "vllm", "tokenize_prompt": False, "flush_cache": False}
+
+
+class ExternalTarget(_Strict):
+    """An ``engine: external`` plan's server: an endpoint an administrator listed in
+    BENCHDECK_EXTERNAL_ENDPOINTS, by name, and what the plan declares it runs."""
+
+    endpoint: Annotated[str, Field(pattern=_ENDPOINT_NAME)]
+    engine: DeclaredEngine
+    version: Annotated[str, Field(pattern=_DECLARED_VERSION)] | None = None
+
+    def declared(self) -> dict[str, Any]:
+        """As points and attempts record it: ``declared: true`` marks these facts as the plan's word."""
+        return {"declared": True, "endpoint": self.endpoint, "engine": self.engine, "version": self.version}
+
+
 class RunPlan(_Strict):
-    name: Annotated[str, Field(pattern=_NAME)]
-    engine: Literal["sglang", "emulator"]
-    sglang_version: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$")] | None = None
+    name: str  # any text: see domain/plan/naming.py and _name below
+    engine: Engine
+    sglang_version: Annotated[str, Field(pattern=_VERSION)] | None = None
+    vllm_version: Annotated[str, Field(pattern=_VERSION)] | None = None  # engine vllm / vllm-emulator only
     model: Annotated[str, Field(min_length=1, max_length=512)]
     gpu: GpuSpec
     topology: Topology = Field(default_factory=Topology)
     server_args: dict[str, FlagValue] = Field(default_factory=dict)
     benchmark: BenchmarkPlan = Field(default_factory=BenchmarkPlan)
-    tags: Annotated[list[Annotated[str, Field(pattern=_NAME)]], Field(max_length=20)] = Field(default_factory=list)
+    # engine: external only (model, gpu and topology then are declared, not launched)
+    external: ExternalTarget | None = None
+    tags: Annotated[list[Annotated[str, Field(pattern=_ASCII_NAME)]], Field(max_length=20)] = Field(
+        default_factory=list)
     priority: Annotated[int, Field(ge=-100, le=100, strict=True)] = 0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        name = clean_name(value)
+        problem = name_problem(name)
+        if problem is not None:
+            kind, context = problem
+            raise plan_rule(kind, _NAME_MESSAGES[kind], **context)
+        return name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_client_defaults(cls, data: Any) -> Any:
+        """A vLLM plan's client defaults: bench_serving's ``vllm`` backend (vLLM serves the
+        OpenAI API, not SGLang's /generate) and so no ``--tokenize-prompt`` (the client sends
+        token ids only to SGLang's backend).  What the plan says itself is kept and checked
+        in :meth:`_engine_speaks_the_backend`."""
+        if not isinstance(data, dict) or data.get("engine") not in VLLM_ENGINES | {"external"}:
+            return data
+        bench = data.get("benchmark")
+        if bench is None:
+            bench = {}
+        if not isinstance(bench, dict):
+            return data
+        defaults = EXTERNAL_CLIENT if data.get("engine") == "external" else {"backend": "vllm",
+                                                                              "tokenize_prompt": False}
+        return {**data, "benchmark": {**defaults, **bench}}
+
+    @model_validator(mode="after")
+    def _engine_speaks_the_backend(self) -> RunPlan:
+        backend = self.benchmark.backend
+        if self.is_external and backend != "vllm":
+            raise plan_rule("external_backend", "an external server gets bench_serving's OpenAI completions "
+                            "client (backend 'vllm', /v1/completions), not {backend}", backend=backend)
+        if (self.is_vllm or self.is_external) != (backend == "vllm"):
+            raise plan_rule("backend_engine_mismatch", "the {backend} client backend does not speak to engine "
+                            "{engine}'s server (vLLM plans use 'vllm', SGLang plans an SGLang backend)",
+                            backend=backend, engine=self.engine)
+        return self
+
+    @model_validator(mode="after")
+    def _external_fits(self) -> RunPlan:
+        """An external plan names a listed endpoint and declares what it runs; benchdeck sets
+        no flag there, launches nothing (so no fresh launch per repeat) and sends no
+        cache flush.  The ``external`` fields mean nothing on a plan benchdeck launches."""
+        if not self.is_external:
+            if self.external is not None:
+                raise plan_rule("external_fields", "external is for engine: external plans only (engine {engine} "
+                                "is launched by benchdeck)", engine=self.engine)
+            return self
+        if self.external is None:
+            raise plan_rule("external_missing", "an engine: external plan needs external: its endpoint (a name "
+                            "BENCHDECK_EXTERNAL_ENDPOINTS lists), the engine it declares and its version (or null)")
+        if self.server_args or any(group.server_args for _role, group in self.topology.groups()):
+            raise plan_rule("external_server_args", "an external server runs with its own flags: benchdeck sets "
+                            "none, so server_args must be empty")
+        if self.sglang_version is not None or self.vllm_version is not None:
+            raise plan_rule("external_version", "an external plan declares its version as external.version "
+                            "(sglang_version and vllm_version name benchdeck's flag schemas)")
+        if self.benchmark.flush_cache:
+            raise plan_rule("external_flush_cache", "flush_cache is off for external servers: the endpoint "
+                            "bench_serving posts to may not exist there")
+        if self.benchmark.fresh_launch_per_repeat:
+            raise plan_rule("external_fresh_launch", "benchdeck does not launch an external server, so it "
+                            "cannot relaunch it per repeat")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_version_fits(self) -> RunPlan:
+        """A version names the engine's flag schema: an SGLang version on a vLLM plan (or the
+        reverse) would validate the flags against the wrong engine."""
+        if self.is_vllm and self.sglang_version is not None:
+            raise plan_rule("engine_version_mismatch", "sglang_version is for SGLang plans; a {engine} plan "
+                            "names vllm_version", engine=self.engine)
+        if not self.is_vllm and self.vllm_version is not None:
+            raise plan_rule("engine_version_mismatch", "vllm_version is for vLLM plans; a {engine} plan "
+                            "names sglang_version", engine=self.engine)
+        if self.is_vllm and self.topology.kind != "aggregated":
+            raise plan_rule("vllm_topology", "a vLLM plan runs one aggregated server (benchdeck launches "
+                            "no vLLM prefill/decode pairs)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unused_external(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Plans that are not external dump as they did before the field existed (YAML, the
+        stored plan JSON)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("external", ...) is None:
+            data.pop("external")
+        return data
+
+    @property
+    def is_vllm(self) -> bool:
+        """Launched as vLLM (an external server declared as vLLM is not: benchdeck launches nothing)."""
+        return self.engine in VLLM_ENGINES
+
+    @property
+    def is_external(self) -> bool:
+        return self.engine == "external"
+
+    @property
+    def emulated(self) -> bool:
+        """Served by benchdeck's emulator: every figure of the run is emulated, never measured.
+        An external server is whatever it is: its figures are measured by the client here."""
+        return self.engine in EMULATED_ENGINES
+
+    @property
+    def engine_version(self) -> str | None:
+        """The version whose flag schema the plan's flags follow (None: the host's own); for
+        an external plan, the version it declares (no schema: it has no flags here)."""
+        if self.external is not None:
+            return self.external.version
+        return self.vllm_version if self.is_vllm else self.sglang_version
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -196,9 +425,10 @@ class RunPlan(_Strict):
     def _flag_names(cls, value: dict[str, FlagValue]) -> dict[str, FlagValue]:
         for name, flag_value in value.items():
             if not _FLAG_NAME.match(name):
-                raise ValueError(f"{name!r} is not a flag name (write it without leading dashes)")
+                raise plan_rule("flag_name", "{name} is not a flag name (write it without leading dashes)",
+                                name=repr(name))
             if isinstance(flag_value, float) and not math.isfinite(flag_value):
-                raise ValueError(f"{name}: value must be a finite number")
+                raise plan_rule("flag_not_finite", "{name}: value must be a finite number", name=name)
         return value
 
     def points(self) -> list[Point]:
@@ -223,12 +453,14 @@ class RunPlan(_Strict):
         """What identifies the engine set-up (not the benchmark): hashed into a configuration id."""
         return {
             "engine": self.engine,
-            "engine_version": self.sglang_version,
+            "engine_version": self.engine_version,
             "model": self.model,
             "gpu_type": self.gpu.type,
             "gpu_count": self.gpu.count,
             "topology": self.topology.snapshot(),
             "server_args": dict(sorted(self.server_args.items())),
+            # Only on external plans, so every other plan keeps its configuration id.
+            **({"external": self.external.model_dump()} if self.external is not None else {}),
         }
 
 
@@ -240,6 +472,13 @@ def configuration_id(snapshot: dict[str, Any]) -> str:
 def quick_benchmark() -> BenchmarkPlan:
     """The README demo: 128/128 at concurrency 1, 2, 4, 8 — a few minutes on the emulator."""
     return BenchmarkPlan(scenarios=[SCENARIO_PRESETS["short"]], concurrency=list(QUICK_CONCURRENCY))
+
+
+def repeat_seed(bench: BenchmarkPlan, repeat_idx: int) -> int:
+    """The seed of one repeat: the plan's seed plus the repeat index, so repeats draw
+    different prompts and lengths and their spread measures run-to-run variance rather
+    than replaying one prompt set (the first repeat keeps the plan's own seed)."""
+    return bench.seed + repeat_idx
 
 
 def point_conditions(plan: RunPlan, point: Point) -> dict[str, Any]:
@@ -256,7 +495,8 @@ def point_conditions(plan: RunPlan, point: Point) -> dict[str, Any]:
         "random_range_ratio": bench.random_range_ratio,
         "dataset": bench.dataset,
         "dataset_path": bench.dataset_path,
-        "seed": bench.seed,
+        "seed": repeat_seed(bench, point.repeat_idx),
+        "base_seed": bench.seed,
         "request_rate": bench.request_rate,
         "backend": bench.backend,
         "tokenize_prompt": bench.tokenize_prompt,

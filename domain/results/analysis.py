@@ -1,20 +1,30 @@
-"""Analysis of the points frame: metrics per point, deltas against a baseline with a noise
-band, saturation, scaling efficiency and the Pareto frontier (validity badges are in
-:mod:`domain.results.validity`).
+"""Analysis of the points frame: metrics per point, deltas against a baseline held against a
+noise estimate from the data, saturation, scaling efficiency and the Pareto frontier
+(validity badges are in :mod:`domain.results.validity`).
 
 Everything is a pure function of the points frame (one row per measured point and repeat;
-see :mod:`domain.results.comparability` for the identity columns).  Repeats of a point are
-averaged; a single repeat is passed through unchanged, so tables and exports carry the
-stored numbers exactly.
+see :mod:`domain.results.comparability` for the identity columns) and, where the runner
+kept them, the per-request samples of each point (:mod:`domain.results.requests`, keyed by
+the frame's ``point_id``).  A single repeat is passed through unchanged, so tables and
+exports carry the stored numbers exactly.
 
 Design choices (each named constant below says why):
 
-* **Noise.** When both the run and the baseline have ≥ 2 repeats of a point, a delta is
-  inside the noise ("≈") when it is within the combined 95 % t-confidence half-widths of
-  the two means, ``sqrt(h_run² + h_base²)`` (a Welch-style interval, each side with its own
-  t quantile, from a small table: no SciPy).  Otherwise a default band applies:
-  :data:`DEFAULT_NOISE_BAND_PCT` for throughput, means and medians,
-  :data:`TAIL_NOISE_BAND_PCT` for p99 latencies.
+* **Percentiles over repeats.** When every repeat of a point has per-request samples, a
+  latency percentile of the point is computed over the requests of all repeats pooled
+  (basis 'pooled'): a p99 of 3 × 100 requests is the p99 of those 300, not the mean of three
+  p99s.  Otherwise it is the mean over repeats (basis 'mean_of_repeats', approximate: a mean
+  of percentiles is not a percentile).  Throughput over repeats is always their mean.
+* **Noise.** A delta is a difference only when it exceeds a noise estimate computed from
+  the data, never a fixed band.  Each side of a comparison brings a 95 % half-width:
+  with ≥ 2 repeats, the t interval of the mean across repeats ('repeats', from a small t
+  table); with one repeat and per-request samples, a bootstrap interval over the point's
+  requests ('bootstrap', :func:`domain.results.requests.bootstrap_intervals`).  The delta
+  is inside the noise when within ``sqrt(h_run² + h_base²)`` (a Welch-style combination).
+  Without an estimate on both sides the verdict is 'uncertain': the delta is shown with
+  :data:`UNCERTAIN_MARK` and never coloured better or worse.  A bootstrap cannot estimate
+  a quantile from fewer requests than :func:`domain.results.requests.min_requests_for`
+  (100 for a p99), so such a p99 is 'uncertain' too, and the point says ``low_n_p99``.
 * **Interactivity** (the Pareto x axis) is ``1000 / TPOT median`` in tok/s/user: the
   decode speed a user sees while tokens stream, the definition the field's Pareto charts
   use.  ``output_throughput / achieved_concurrency`` would fold queueing and prefill into
@@ -23,27 +33,33 @@ Design choices (each named constant below says why):
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
+from domain.results import requests as req
+from domain.results.requests import RequestSamples
 
 Direction = Literal["higher", "lower"] | None
+Basis = Literal["pooled", "mean_of_repeats", "single"]
 
 POINT = ("scenario", "concurrency")
 
-# Run-to-run spread of bench_serving on a warm server with a fixed seed and prompt set is
-# typically 1–3 % for throughput and for mean/median latencies; ±3 % keeps such changes
-# from reading as wins.  A p99 over a few hundred requests hangs on a handful of them and
-# moves far more between identical runs, hence a wider band for the tails.
+# Former fixed noise bands.  No verdict uses them any more (a fixed band is not a noise
+# estimate: issue #15); kept only because other modules still import the names.
 DEFAULT_NOISE_BAND_PCT = 3.0
 TAIL_NOISE_BAND_PCT = 10.0
+
+# Shown right after a delta that has no noise estimate ("+67.0%?"): not judged.
+UNCERTAIN_MARK = "?"
+# A p99 from fewer requests is close to the largest of them (low_n_p99).
+LOW_N_P99_REQUESTS = req.min_requests_for(99.0)
 
 # Two-sided 95 % Student-t quantiles t(0.975, df).  Beyond 30 the table steps to the
 # normal value; the largest listed df not above the actual one is used (slightly wide: safe).
@@ -58,31 +74,42 @@ _Z_975 = 1.960
 
 @dataclass(frozen=True)
 class Metric:
-    name: str  # also the i18n key compare.metric.<name>
+    name: str  # also the i18n key compare.metric.<name>; for request metrics, a requests.STATISTICS name
     column: str  # the points frame's column
     direction: Direction  # which way is better; None: neither (shown, never coloured)
-    tail: bool = False  # a p99: noisier, wider default band
+    tail: bool = False  # a p99
+    # A server fact, not a measurement with sampling noise (the KV pool's size follows from
+    # the flags and the GPU's memory): any change is a real change.
+    exact: bool = False
+
+    @property
+    def from_requests(self) -> bool:
+        """Computable from per-request samples (latency statistics and throughput)."""
+        return self.name in req.STATISTICS
+
+    @property
+    def latency(self) -> bool:
+        return self.name in req.LATENCY_STATISTICS
+
+    @property
+    def quantile_pct(self) -> float | None:
+        return req.QUANTILES.get(self.name.rpartition("_")[2]) if self.latency else None
 
 
 METRICS: tuple[Metric, ...] = (
     Metric("output_tok_s", "output_throughput", "higher"),
     Metric("total_tok_s", "total_throughput", "higher"),
     Metric("qps", "request_throughput", "higher"),
-    Metric("ttft_p50", "ttft_median_ms", "lower"),
-    Metric("ttft_p99", "ttft_p99_ms", "lower", tail=True),
-    Metric("tpot_p50", "tpot_median_ms", "lower"),
-    Metric("tpot_p99", "tpot_p99_ms", "lower", tail=True),
-    Metric("itl_p50", "itl_median_ms", "lower"),
-    Metric("itl_p99", "itl_p99_ms", "lower", tail=True),
-    Metric("e2e_p50", "e2e_median_ms", "lower"),
-    Metric("e2e_p99", "e2e_p99_ms", "lower", tail=True),
+    *(Metric(f"{name}_{stat}", f"{name}_{column}_ms", "lower", tail=stat == "p99")
+      for name in ("ttft", "tpot", "itl", "e2e")
+      for stat, column in (("p50", "median"), ("p90", "p90"), ("p99", "p99"))),
     # Utilisation and KV usage are neither good nor bad on their own (the seed's DP-attention
     # lesson: KV saved, throughput lost) — shown side by side, not coloured.
     Metric("gpu_util_mean", "gpu_util_mean", None),
     Metric("gpu_mem_peak_gb", "gpu_mem_peak_gb", None),
     Metric("kv_usage_peak", "kv_usage_peak", None),
     # More KV capacity means more requests fit before queueing: higher is better.
-    Metric("kv_capacity", "max_total_num_tokens", "higher"),
+    Metric("kv_capacity", "max_total_num_tokens", "higher", exact=True),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
@@ -111,29 +138,187 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, t_quantile_975(len(clean) - 1) * std / math.sqrt(len(clean))
 
 
+def noise_rule_text(lang: str) -> str:
+    """The rule behind every "≈" and "?" of a comparison, in words (caveats, page notes)."""
+    return t("stats.noise_rule", lang, resamples=req.N_RESAMPLES, mark=UNCERTAIN_MARK, low_n=LOW_N_P99_REQUESTS)
+
+
+def basis_text(basis: str, lang: str) -> str:
+    """How a value was computed (a ``<name>_basis`` of :func:`summarise_points`), in words."""
+    return t(f"stats.basis.{basis}", lang)
+
+
+def noise_source_text(source: object, lang: str) -> str:
+    """How a delta's noise was estimated (``noise_source`` of :func:`compare_table`), in words."""
+    key = "none" if source is None or is_missing(source) else str(source).replace("+", "_")
+    return t(f"stats.noise_source.{key}", lang)
+
+
+def low_n_text(lang: str) -> str:
+    """What ``low_n_p99`` means, in words."""
+    return t("stats.low_n_p99", lang, n=LOW_N_P99_REQUESTS)
+
+
 # -- per-point summary ---------------------------------------------------------------------------
 
+SUMMARY_SUFFIXES = ("", "_ci", "_ci_source", "_basis", "_n")
 
-def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
+
+def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
+                     requests: RequestSamples | None = None) -> pd.DataFrame:
     """One row per (run, scenario, concurrency): run_id, scenario, concurrency, run_name,
-    source, gpu_count (and gpus_used where the frame has it), repeats, and per metric
-    ``<name>`` (mean over repeats) and ``<name>_ci`` (95 % half-width, NaN for fewer than two values)."""
+    source, gpu_count (and gpus_used where the frame has it), repeats, ``low_n_p99`` (a p99
+    of the point rests on fewer than :data:`LOW_N_P99_REQUESTS` requests: it is close to
+    their maximum), and per metric:
+
+    * ``<name>``: pooled over the requests of all repeats ('pooled'), the mean over repeats
+      ('mean_of_repeats') or the one repeat's stored value ('single'), as ``<name>_basis`` says;
+    * ``<name>_ci``: the 95 % half-width (NaN without an estimate) and ``<name>_ci_source``
+      ('repeats', 'bootstrap', 'exact' or None);
+    * ``<name>_n``: the requests behind the statistic, over all repeats (NaN when unknown or
+      not a request metric).
+
+    ``requests`` (per-request samples by ``point_id``) is used for a point only when the
+    frame has ``point_id`` and every repeat of the point has samples."""
     keys = ["run_id", *POINT]
+    described = ["run_name", "source", "gpu_count", *(["gpus_used"] if "gpus_used" in frame.columns else [])]
+    summary = _summary_of_records(frame, metrics, keys, described)
+    if requests is not None and "point_id" in frame.columns:
+        for key, rows in frame.groupby(keys, sort=True, dropna=False):
+            samples = _samples_of(rows, requests)
+            if samples is not None:
+                columns = _SampledPoint(rows, samples, metrics).columns()
+                summary.loc[key, list(columns)] = pd.Series(columns, dtype=object)
+    per_metric = [f"{m.name}{suffix}" for m in metrics for suffix in SUMMARY_SUFFIXES]
+    return summary[[*described, "repeats", "low_n_p99", *per_metric]].reset_index()
+
+
+def _summary_of_records(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[str],
+                        described: list[str]) -> pd.DataFrame:
+    """The summary from the stored statistics alone (no per-request samples), indexed by
+    ``keys``: means over repeats with their t half-widths, vectorised over all points."""
     names = [m.name for m in metrics]
     numbers = frame[keys].copy()
     for metric in metrics:  # None (unknown) becomes NaN, so means skip it
-        column = frame[metric.column] if metric.column in frame.columns else pd.Series(np.nan, index=frame.index)
-        numbers[metric.name] = pd.to_numeric(column, errors="coerce").astype(float)
+        numbers[metric.name] = _numeric(frame, metric.column)
+    numbers["completed"] = _numeric(frame, "completed")
     grouped = numbers.groupby(keys, sort=True, dropna=False)
     # A group of one: pandas' mean sums one value and divides by 1, so the stored number comes back exactly.
     means, counts, stds = grouped[names].mean(), grouped[names].count(), grouped[names].std(ddof=1)
     quantiles = counts.map(lambda n: t_quantile_975(n - 1) if n >= 2 else math.nan)
-    halves = (quantiles * stds / np.sqrt(counts)).add_suffix("_ci")
-    described = ["run_name", "source", "gpu_count", *(["gpus_used"] if "gpus_used" in frame.columns else [])]
-    info = frame.groupby(keys, sort=True, dropna=False)[described].first(skipna=False)
-    info["repeats"] = grouped.size()
-    interleaved = [c for name in names for c in (name, f"{name}_ci")]
-    return pd.concat([info, means, halves], axis=1)[[*described, "repeats", *interleaved]].reset_index()
+    halves = quantiles * stds / np.sqrt(counts)
+    summary = frame.groupby(keys, sort=True, dropna=False)[described].first(skipna=False)
+    summary["repeats"] = grouped.size()
+    completed = grouped["completed"]
+    # Requests behind a statistic: every repeat's count must be known; a mean of per-repeat
+    # p99s rests on no more requests than its smallest repeat.
+    n = completed.sum(min_count=1).where(completed.count() == summary["repeats"])
+    has_p99 = any(m.quantile_pct == 99.0 for m in metrics)
+    summary["low_n_p99"] = (completed.min() < LOW_N_P99_REQUESTS).fillna(False).astype(bool) & has_p99
+    basis = pd.Series(np.where(summary["repeats"] == 1, "single", "mean_of_repeats"), index=summary.index)
+    for metric in metrics:
+        ci = pd.Series(0.0, index=summary.index) if metric.exact else halves[metric.name]
+        source = "exact" if metric.exact else "repeats"
+        summary[metric.name] = means[metric.name]
+        summary[f"{metric.name}_ci"] = ci
+        summary[f"{metric.name}_ci_source"] = pd.Series([source if known else None for known in ci.notna()],
+                                                        index=ci.index, dtype=object)
+        summary[f"{metric.name}_basis"] = basis
+        summary[f"{metric.name}_n"] = n if metric.from_requests else math.nan
+    return summary
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame.columns:
+        return pd.Series(np.nan, index=frame.index)
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
+
+
+def _samples_of(rows: pd.DataFrame, requests: RequestSamples | None) -> list[pd.DataFrame] | None:
+    """The per-request samples of every repeat of a point, or None if any repeat lacks them."""
+    if requests is None or "point_id" not in rows.columns:
+        return None
+    found = []
+    for point_id in rows["point_id"]:
+        samples = None if is_missing(point_id) else requests.get(int(point_id))
+        if samples is None or req.request_count(samples) == 0:
+            return None
+        found.append(samples)
+    return found
+
+
+class _SampledPoint:
+    """The summary columns of one point whose every repeat has per-request samples."""
+
+    def __init__(self, rows: pd.DataFrame, samples: list[pd.DataFrame], metrics: Sequence[Metric]) -> None:
+        self.rows, self.samples, self.metrics = rows, samples, metrics
+        self.repeats = len(rows)
+        self.pooled = (req.request_statistics(req.pooled(samples))
+                       if self.repeats > 1 and any(m.latency for m in metrics) else None)
+        self.intervals = self._bootstrap() if self.repeats == 1 else {}
+        self.counts = [float(req.request_count(s)) for s in samples]
+
+    @functools.cached_property
+    def per_repeat(self) -> list[dict[str, float]]:
+        """Every latency statistic of each repeat from its samples (only asked for when the
+        record lacks one)."""
+        return [req.request_statistics(s) for s in self.samples]
+
+    def _bootstrap(self) -> dict[str, req.Interval]:
+        duration = _number(self.rows["duration_s"].iloc[0]) if "duration_s" in self.rows.columns else None
+        names = [m.name for m in self.metrics if m.from_requests]
+        return req.bootstrap_intervals(self.samples[0], duration, names=names)
+
+    def columns(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"low_n_p99": self.low_n_p99()}
+        for metric in self.metrics:
+            value, basis = self.value(metric)
+            ci, source = self.noise(metric)
+            out.update({metric.name: value, f"{metric.name}_ci": ci, f"{metric.name}_ci_source": source,
+                        f"{metric.name}_basis": basis,
+                        f"{metric.name}_n": float(sum(self.counts)) if metric.from_requests else math.nan})
+        return out
+
+    def repeat_values(self, metric: Metric) -> list[float]:
+        """The metric per repeat: the stored column, else (a client that did not report it)
+        the same statistic from the repeat's samples."""
+        stored = [_number(v) for v in (self.rows[metric.column] if metric.column in self.rows.columns
+                                       else [None] * self.repeats)]
+        if not metric.latency or not any(math.isnan(v) for v in stored):
+            return stored
+        return [s[metric.name] if math.isnan(v) else v for v, s in zip(stored, self.per_repeat, strict=True)]
+
+    def value(self, metric: Metric) -> tuple[float, Basis]:
+        values = self.repeat_values(metric)
+        if self.repeats == 1:
+            return values[0], "single"  # the stored number, exactly
+        if self.pooled is not None and metric.latency:
+            return self.pooled[metric.name], "pooled"
+        return mean_ci(values)[0], "mean_of_repeats"
+
+    def noise(self, metric: Metric) -> tuple[float, str | None]:
+        if metric.exact:
+            return 0.0, "exact"
+        if self.repeats > 1:
+            half = mean_ci(self.repeat_values(metric))[1]
+            return (math.nan, None) if half is None else (half, "repeats")
+        interval = self.intervals.get(metric.name)
+        return (math.nan, None) if interval is None else (interval.half_width, "bootstrap")
+
+    def low_n_p99(self) -> bool:
+        """A p99 here rests on fewer than 100 requests (all repeats' requests count: pooled)."""
+        has_p99 = any(m.quantile_pct == 99.0 for m in self.metrics)
+        return has_p99 and sum(self.counts) < LOW_N_P99_REQUESTS
+
+
+def _number(value: Any) -> float:
+    """A frame cell as a float; None, pd.NA and text that is not a number become NaN."""
+    if is_missing(value):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 # -- deltas against the baseline -----------------------------------------------------------------
@@ -141,28 +326,39 @@ def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS) -
 COMPARE_COLUMNS = (
     "scenario", "concurrency", "metric", "direction", "run_id", "run_name", "source", "repeats",
     "value", "ci", "baseline_value", "baseline_repeats", "delta_pct", "noise_pct", "noise_source", "verdict",
+    "basis", "n", "baseline_basis", "baseline_n", "low_n",
 )
+VERDICTS = ("baseline", "better", "worse", "same", "changed", "uncertain", "n/a")
 
 
 def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int] | None = None,
-                  metrics: Sequence[Metric] = METRICS) -> pd.DataFrame:
+                  metrics: Sequence[Metric] = METRICS, requests: RequestSamples | None = None) -> pd.DataFrame:
     """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`, ordered
     by scenario, concurrency, metric (as in ``metrics``) and run (baseline first).
 
-    ``verdict``: 'baseline' (the baseline's own row), 'better' / 'worse' (outside the noise,
-    by the metric's direction), 'same' (inside the noise: shown "≈"), 'changed' (outside the
-    noise for a metric with no direction), 'n/a' (a side is missing).  The baseline's rows
-    are included so a wide table can show its values."""
+    ``verdict`` (one of :data:`VERDICTS`): 'baseline' (the baseline's own row), 'better' /
+    'worse' (outside the noise, by the metric's direction), 'same' (inside the noise: shown
+    "≈"), 'changed' (outside the noise for a metric with no direction), 'uncertain' (no noise
+    estimate on one side or both: never judged), 'n/a' (a side is missing).
+    ``noise_source``: 'repeats' or 'bootstrap' (both sides the same kind),
+    'repeats+bootstrap' (one of each), 'exact' (a server fact), None (no estimate).
+    ``basis``/``n`` (and the baseline's) say how each value was computed and from how many
+    requests; ``low_n``: a quantile from fewer requests than a bootstrap needs, on either side.
+    The baseline's rows are included so a wide table can show its values."""
     wanted = list(dict.fromkeys(run_ids if run_ids is not None else frame["run_id"]))
     if baseline_run_id not in wanted:
         wanted.insert(0, baseline_run_id)
-    summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics)
+    summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics, requests)
     long = pd.concat([_metric_rows(summary, m) for m in metrics], ignore_index=True)
-    base = long[long["run_id"] == baseline_run_id][[*POINT, "metric", "value", "ci", "repeats"]].rename(
-        columns={"value": "baseline_value", "ci": "baseline_ci", "repeats": "baseline_repeats"})
+    base = long[long["run_id"] == baseline_run_id][
+        [*POINT, "metric", "value", "ci", "ci_source", "repeats", "basis", "n"]].rename(
+        columns={"value": "baseline_value", "ci": "baseline_ci", "ci_source": "baseline_ci_source",
+                 "repeats": "baseline_repeats", "basis": "baseline_basis", "n": "baseline_n"})
     table = long.merge(base, on=[*POINT, "metric"], how="left")
     table["baseline_repeats"] = table["baseline_repeats"].fillna(0).astype(int)
     _add_deltas(table, baseline_run_id)
+    table["low_n"] = [_low_n(q, n) or _low_n(q, bn) for q, n, bn in
+                      zip(table["quantile"], table["n"], table["baseline_n"], strict=True)]
     metric_order = {m.name: i for i, m in enumerate(metrics)}
     run_order = {run_id: i for i, run_id in enumerate(wanted)}
     order = pd.DataFrame({"s": table["scenario"].astype(str), "c": table["concurrency"],
@@ -172,29 +368,36 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
 
 
 def _metric_rows(summary: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    rows = summary[["run_id", "run_name", "source", *POINT, "repeats", metric.name, f"{metric.name}_ci"]]
-    rows = rows.rename(columns={metric.name: "value", f"{metric.name}_ci": "ci"})
-    return rows.assign(metric=metric.name, direction=metric.direction, tail=metric.tail)
+    columns = {f"{metric.name}{suffix}": name for suffix, name in
+               zip(SUMMARY_SUFFIXES, ("value", "ci", "ci_source", "basis", "n"), strict=True)}
+    rows = summary[["run_id", "run_name", "source", *POINT, "repeats", *columns]].rename(columns=columns)
+    return rows.assign(metric=metric.name, direction=metric.direction, quantile=metric.quantile_pct)
+
+
+def _low_n(quantile: object, n: object) -> bool:
+    if quantile is None or is_missing(quantile) or is_missing(n):
+        return False
+    return float(n) < req.min_requests_for(float(quantile))  # type: ignore[arg-type]
 
 
 def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
     """Fills delta_pct, noise_pct, noise_source and verdict with the scalar rules below."""
-    rows = zip(table["run_id"], table["value"], table["ci"], table["baseline_value"], table["baseline_ci"],
-               table["direction"], table["tail"], strict=True)
+    rows = zip(table["run_id"], table["value"], table["ci"], table["ci_source"], table["baseline_value"],
+               table["baseline_ci"], table["baseline_ci_source"], table["direction"], strict=True)
     filled = [_delta_of(run_id == baseline_run_id, *rest) for run_id, *rest in rows]
     columns = ("delta_pct", "noise_pct", "noise_source", "verdict")
     for i, column in enumerate(columns):
         table[column] = [row[i] for row in filled]
 
 
-def _delta_of(is_baseline: bool, value: float, ci: float, base: float, base_ci: float, direction: object,
-              tail: object) -> tuple[float, float, str | None, str]:
+def _delta_of(is_baseline: bool, value: float, ci: float, ci_source: object, base: float, base_ci: float,
+              base_ci_source: object, direction: object) -> tuple[float, float, str | None, str]:
     if is_baseline:
         return math.nan, math.nan, None, "baseline"
     if is_missing(base):
         return math.nan, math.nan, None, "n/a"
     delta = delta_pct(value, base)
-    noise, source = noise_band_pct(base, ci, base_ci, tail=bool(tail))
+    noise, source = noise_band_pct(base, ci, base_ci, ci_source, base_ci_source)
     return delta, noise, source, verdict(delta, noise, direction)
 
 
@@ -205,17 +408,22 @@ def delta_pct(value: float, baseline: float) -> float:
     return (value - baseline) / abs(baseline) * 100.0
 
 
-def noise_band_pct(baseline: float, ci: float, baseline_ci: float, *, tail: bool) -> tuple[float, str]:
-    """The half-width (in % of the baseline) within which a delta is noise, and its source:
-    'repeats' when both sides have a confidence interval, else 'default' (wider for a p99)."""
-    if not is_missing(ci) and not is_missing(baseline_ci) and not is_missing(baseline) and baseline != 0:
-        return math.hypot(ci, baseline_ci) / abs(baseline) * 100.0, "repeats"
-    return (TAIL_NOISE_BAND_PCT if tail else DEFAULT_NOISE_BAND_PCT), "default"
+def noise_band_pct(baseline: float, ci: float, baseline_ci: float, ci_source: object = "repeats",
+                   baseline_ci_source: object = "repeats") -> tuple[float, str | None]:
+    """The half-width (in % of the baseline) within which a delta is noise, and its source
+    (see :func:`compare_table`); (NaN, None) when either side has no estimate."""
+    if is_missing(ci) or is_missing(baseline_ci) or is_missing(baseline) or baseline == 0:
+        return math.nan, None
+    # Only repeats and bootstrap can meet: 'exact' belongs to a metric, on both sides at once.
+    source = str(ci_source) if ci_source == baseline_ci_source else "repeats+bootstrap"
+    return math.hypot(ci, baseline_ci) / abs(baseline) * 100.0, source
 
 
 def verdict(delta: float, noise: float, direction: object) -> str:
     if is_missing(delta):
         return "n/a"
+    if is_missing(noise):
+        return "uncertain"
     if abs(delta) <= noise:
         return "same"
     if direction not in ("higher", "lower"):  # None, or NaN after a frame round trip
@@ -224,12 +432,14 @@ def verdict(delta: float, noise: float, direction: object) -> str:
 
 
 def delta_text(delta: float, verdict_: str) -> str:
-    """How a delta is shown: "≈" inside the noise, "+12.3%" outside, "" when there is none."""
+    """How a delta is shown: "≈" inside the noise, "+12.3%" outside, "+12.3%?" without a
+    noise estimate (not judged), "" when there is none."""
     if verdict_ == "same":
         return "≈"
     if verdict_ in ("n/a", "baseline") or is_missing(delta):
         return ""
-    return f"{delta:+.1f}%"
+    text = f"{delta:+.1f}%"
+    return text + UNCERTAIN_MARK if verdict_ == "uncertain" else text
 
 
 def is_missing(value: object) -> bool:
@@ -249,7 +459,8 @@ def wide_table(compare: pd.DataFrame, lang: str, metrics: Sequence[str] | None =
                with_delta: bool = True) -> pd.DataFrame:
     """The compare table laid out for reading: index (scenario, concurrency), one column
     group per run (its label) with each metric's value and, for non-baseline runs, its
-    delta text ("≈" inside the noise).  Values stay unrounded numbers."""
+    delta text ("≈" inside the noise, "?" after a delta with no noise estimate: see
+    :func:`delta_text`).  Values stay unrounded numbers."""
     wanted = metrics or list(dict.fromkeys(compare["metric"]))
     rows = compare[compare["metric"].isin(wanted)].copy()
     rows["run"] = [run_label(r, n, s, lang) for r, n, s in zip(rows["run_id"], rows["run_name"], rows["source"],
@@ -271,128 +482,3 @@ def wide_table(compare: pd.DataFrame, lang: str, metrics: Sequence[str] | None =
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     table.index.names = [t("compare.col.scenario", lang), t("compare.col.concurrency", lang)]
     return table
-
-
-# -- saturation and scaling ------------------------------------------------------------------------
-
-DEFAULT_SATURATION_GAIN_PCT = 10.0  # below +10 % throughput per doubling of concurrency
-DEFAULT_THROUGHPUT_METRIC = "output_tok_s"
-SATURATION_COLUMNS = ("run_id", "scenario", "concurrency", "rule", "knee_concurrency", "sla_break_concurrency")
-
-
-def gain_per_doubling(c1: float, thr1: float, c2: float, thr2: float) -> float:
-    """Throughput gain per doubling between two points: (thr2/thr1)^(1/log2(c2/c1)) − 1."""
-    return float((thr2 / thr1) ** (1.0 / math.log2(c2 / c1)) - 1.0)
-
-
-def saturation_points(summary: pd.DataFrame, *, gain_threshold_pct: float = DEFAULT_SATURATION_GAIN_PCT,
-                      throughput_metric: str = DEFAULT_THROUGHPUT_METRIC, sla_metric: str | None = None,
-                      sla_threshold_ms: float | None = None) -> pd.DataFrame:
-    """Per (run, scenario), from :func:`summarise_points` output (columns :data:`SATURATION_COLUMNS`).
-
-    * knee: the smallest concurrency after which every step's gain per doubling is below
-      ``gain_threshold_pct`` (None when the last step still gains that much);
-    * SLA break: the first concurrency whose ``sla_metric`` (a metric name such as
-      'ttft_p99') exceeds ``sla_threshold_ms`` (rule off when either is None).
-
-    ``concurrency`` is the smaller of the two and ``rule`` says which fired:
-    'throughput_gain', 'latency_sla', 'both' (same point) or None (not saturated)."""
-    records = []
-    for (run_id, scenario), rows in summary.groupby(["run_id", "scenario"], sort=False):
-        rows = rows.sort_values("concurrency")
-        knee = _knee(list(rows["concurrency"]), list(rows[throughput_metric]), gain_threshold_pct)
-        sla = None
-        if sla_metric is not None and sla_threshold_ms is not None:
-            sla = _sla_break(list(rows["concurrency"]), list(rows[sla_metric]), sla_threshold_ms)
-        records.append((run_id, scenario, *_pick_rule(knee, sla), knee, sla))
-    return pd.DataFrame.from_records(records, columns=list(SATURATION_COLUMNS))
-
-
-def rule_text(saturation_row: pd.Series, lang: str, *, gain_threshold_pct: float = DEFAULT_SATURATION_GAIN_PCT,
-              sla_metric: str | None = None, sla_threshold_ms: float | None = None) -> str:
-    """Which rule fired for a row of :func:`saturation_points`, in words, with its setting."""
-    rule = saturation_row["rule"]
-    if rule is None or is_missing(rule):
-        return t("compare.rule.none", lang)
-    if rule == "throughput_gain":
-        return t("compare.rule.throughput_gain", lang, pct=f"{gain_threshold_pct:g}")
-    if rule == "latency_sla":
-        metric = metric_label(sla_metric, lang) if sla_metric else "?"
-        return t("compare.rule.latency_sla", lang, metric=metric, ms=f"{sla_threshold_ms:g}")
-    return t("compare.rule.both", lang)
-
-
-def _knee(concurrency: list, throughput: list, threshold_pct: float) -> float | None:
-    points = [(c, thr) for c, thr in zip(concurrency, throughput, strict=True) if not is_missing(thr) and thr > 0]
-    knee = None
-    for (c1, thr1), (c2, thr2) in itertools.pairwise(points):
-        if gain_per_doubling(c1, thr1, c2, thr2) * 100.0 < threshold_pct:
-            knee = c1 if knee is None else knee
-        else:
-            knee = None  # gains resumed: the earlier flat step was not the knee
-    return knee
-
-
-def _sla_break(concurrency: list, latency: list, threshold_ms: float) -> float | None:
-    return next((c for c, lat in zip(concurrency, latency, strict=True) if not is_missing(lat) and lat > threshold_ms),
-                None)
-
-
-def _pick_rule(knee: float | None, sla: float | None) -> tuple[float | None, str | None]:
-    if knee is None and sla is None:
-        return None, None
-    if sla is None or (knee is not None and knee < sla):
-        return knee, "throughput_gain"
-    if knee is None or sla < knee:
-        return sla, "latency_sla"
-    return knee, "both"
-
-
-SCALING_COLUMNS = ("run_id", "scenario", "concurrency", "throughput", "speedup", "ideal_speedup", "efficiency")
-
-
-def scaling_efficiency(summary: pd.DataFrame, throughput_metric: str = DEFAULT_THROUGHPUT_METRIC) -> pd.DataFrame:
-    """efficiency(c) = (thr(c)/thr(c0)) / (c/c0), c0 the lowest measured concurrency of each
-    (run, scenario); 1.0 is perfectly linear scaling.  Columns :data:`SCALING_COLUMNS`."""
-    records = []
-    for (run_id, scenario), rows in summary.groupby(["run_id", "scenario"], sort=False):
-        rows = rows.sort_values("concurrency")
-        c0, thr0 = rows["concurrency"].iloc[0], rows[throughput_metric].iloc[0]
-        for c, thr in zip(rows["concurrency"], rows[throughput_metric], strict=True):
-            speedup = thr / thr0 if thr0 else math.nan
-            records.append((run_id, scenario, c, thr, speedup, c / c0, speedup / (c / c0)))
-    return pd.DataFrame.from_records(records, columns=list(SCALING_COLUMNS))
-
-
-# -- Pareto --------------------------------------------------------------------------------------
-
-PARETO_COLUMNS = ("run_id", "run_name", "source", "scenario", "concurrency", "interactivity", "throughput_per_gpu",
-                  "on_frontier")
-
-
-def pareto_points(summary: pd.DataFrame) -> pd.DataFrame:
-    """Throughput per GPU (output tok/s ÷ ``gpus_used``, the GPUs the topology uses, else
-    ÷ gpu_count) against interactivity (1000 / TPOT median, tok/s/user), with
-    ``on_frontier`` marking the points no other point of the same scenario beats on both
-    axes.  Points lacking either value are kept, never on the frontier."""
-    table = summary[["run_id", "run_name", "source", "scenario", "concurrency"]].copy()
-    tpot = pd.to_numeric(summary["tpot_p50"], errors="coerce")
-    gpus = pd.to_numeric(summary["gpus_used" if "gpus_used" in summary.columns else "gpu_count"], errors="coerce")
-    table["interactivity"] = 1000.0 / tpot.where(tpot > 0)
-    table["throughput_per_gpu"] = pd.to_numeric(summary["output_tok_s"], errors="coerce") / gpus.where(gpus > 0)
-    table["on_frontier"] = False
-    for _, rows in table.groupby("scenario", sort=False):
-        table.loc[_frontier_index(rows), "on_frontier"] = True
-    return table[list(PARETO_COLUMNS)]
-
-
-def _frontier_index(rows: pd.DataFrame) -> list:
-    """Indices of points not dominated (≥ on both axes and > on one) by any other point."""
-    valid = rows.dropna(subset=["interactivity", "throughput_per_gpu"])
-    xs, ys = valid["interactivity"].to_numpy(), valid["throughput_per_gpu"].to_numpy()
-    frontier = []
-    for index, x, y in zip(valid.index, xs, ys, strict=True):
-        dominated = ((xs >= x) & (ys >= y) & ((xs > x) | (ys > y))).any()
-        if not dominated:
-            frontier.append(index)
-    return frontier

@@ -3,7 +3,7 @@
 The seeds' lesson: a speed-up means nothing unless the model, GPU generation,
 batch/concurrency, input/output length, network and metric are the same.  Each condition
 below belongs to a family (model, hardware, engine, workload, generation, client,
-topology, source) and is either *run-level* (one value per run) or *point-level* (one
+topology, source, flags) and is either *run-level* (one value per run) or *point-level* (one
 value per measured point, compared over the (scenario, concurrency) points both runs have).
 
 A condition's state against the baseline is one of:
@@ -13,12 +13,25 @@ A condition's state against the baseline is one of:
 * ``unknown``  — either side unknown (None, typically an imported run); never a match;
 * ``intended`` — it differs, and the user marked it as the thing under test.
 
-Fatal conditions (:data:`FATAL_CONDITIONS`) make a run *not comparable* when they differ:
-a different model, dtype/quantization, GPU type, input length or output length changes
-what is measured, not how well it is served, so no delta between such runs is meaningful.
-Having no (scenario, concurrency) point in common is fatal too: there is nothing to compare.
-Every other difference leaves the run "comparable except: …".  An ``unknown`` is never
-fatal (we cannot claim the runs differ) but is always listed, so it cannot pass as a match.
+Fatal conditions (:data:`FATAL_CONDITIONS`) make a run *not comparable* when they differ,
+because they change what is measured, not how well it is served: the model, its
+dtype/quantization, the GPU type, the engine, the input and output lengths, the length
+spread (``random_range_ratio`` 0 halves the mean lengths), the dataset, and the source
+(emulated, measured or imported numbers are different kinds of fact).  A GPU type known on
+one side only is fatal too (:data:`FATAL_WHEN_ONE_SIDED`): it stays ``unknown``, but a
+known H200 against an unknown device is no like-for-like; unknown on both sides is only
+listed.  Having no (scenario, concurrency) point in common is fatal: nothing to compare.
+
+The server flags of the high-risk layers named in :data:`VERDICT_LAYERS` (quantization,
+KV-cache dtype included; speculative decoding; experimental features; see
+``domain/flags/data/risk_layers.yaml``) are conditions as well, one row per flag either run
+sets, named ``flag:<flag>`` in the family ``flags``; a difference there is fatal.  A run
+whose full flag set is known (measured, emulated, or imported with the server's resolved
+args) has every absent flag at its schema default, so "auto → fp8_e4m3" is shown, not "? →".
+
+Every other difference leaves the run "comparable except: …".  Any other ``unknown`` is
+never fatal (we cannot claim the runs differ) but is always listed, so it cannot pass as a
+match.  The user marks a condition as the thing under test with its name (``intended``).
 
 Also here: :func:`risk_columns` (each run's highest rule-risk layer and broken contest
 rules, from :mod:`domain.flags.risk`) and :func:`config_diff` (the flags that differ).
@@ -35,14 +48,17 @@ import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
-from domain.flags.risk import DEFAULT_PROFILE, assess_risk, classify_flag
-from domain.flags.schema import SchemaError, known_versions, newest_version
+from domain.flags.knobs import KnobRow, align_args
+from domain.flags.risk import DEFAULT_PROFILE, RiskLayer, assess_risk, classify_flag
+from domain.flags.schema import Schema, SchemaError, known_versions, load_schema, newest_version
+from domain.flags.vllm_schema import classify_vllm_flag
+from domain.plan.run_plan import VLLM_ENGINES
 
 State = Literal["match", "differ", "unknown", "intended"]
 Verdict = Literal["comparable", "comparable_except", "not_comparable"]
 Level = Literal["run", "point"]
 
-FAMILIES = ("model", "hardware", "engine", "workload", "generation", "client", "topology", "source")
+FAMILIES = ("model", "hardware", "engine", "workload", "generation", "client", "topology", "source", "flags")
 # The pseudo-condition for the set of (scenario, concurrency) points each run measured.
 POINTS_CONDITION = "points"
 
@@ -83,14 +99,32 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("source", "source", "run"),
 )
 CONDITION_NAMES = tuple(c.name for c in CONDITIONS)
-FATAL_CONDITIONS = frozenset({"model", "dtype", "gpu_type", "input_len", "output_len"})
+FATAL_CONDITIONS = frozenset({"model", "dtype", "gpu_type", "engine", "input_len", "output_len", "random_range_ratio",
+                              "dataset", "source"})
+# Fatal also when known on one side only (still shown as unknown): see the module docstring.
+FATAL_WHEN_ONE_SIDED = frozenset({"gpu_type"})
 
-# ``fatal`` in the matrix: whether a difference in this row makes the run not comparable
-# (for the points set: only when the runs share no point at all).
+# The flag conditions: every flag of these layers that either run sets.  All three are
+# 'high' in risk_layers.yaml and are the layers issue #15 names; `model_change` is high too
+# but its flags that change the measured model are conditions already (load_format,
+# model_revision) and the rest is loader plumbing (download-dir, weight loaders).
+VERDICT_LAYERS = ("quantization", "speculative", "experimental")
+# --dtype and --quantization are the `dtype` condition ("dtype / quantization") already.
+CONDITION_FLAGS = frozenset({"dtype", "quantization"})
+FLAG_PREFIX = "flag:"
+FLAG_FAMILY = "flags"
+# A flag absent from a run whose flag set is known, and whose schema default is None.
+UNSET_TEXT = "unset"
+
+# ``fatal`` in the matrix: whether the row, as it stands, makes the run not comparable (a
+# fatal condition that differs, a one-sided unknown GPU, no common point at all).
 MATRIX_COLUMNS = ("run_id", "family", "condition", "level", "fatal", "state", "baseline_value", "value")
-SUMMARY_COLUMNS = ("run_id", "verdict", "fatal", "differing", "unknown", "intended")
+SUMMARY_COLUMNS = ("run_id", "verdict", "fatal", "differing", "unknown", "intended", "values")
 RISK_COLUMNS = ("run_id", "risk_version", "highest_risk", "broken_rules", "unclassified_flags", "notes")
-DIFF_COLUMNS = ("run_id", "flag", "baseline_value", "value", "differs", "layer", "risk")
+# counterpart: None between runs of one engine; between an SGLang and a vLLM run each row is
+# a knob (domain/flags/knobs.py): "equivalent" (the same setting), "closest" (the nearest
+# setting, not the same: the knob's note says how) or "none" (one engine only).
+DIFF_COLUMNS = ("run_id", "flag", "baseline_value", "value", "differs", "layer", "risk", "counterpart")
 
 MISSING_TEXT = "?"
 
@@ -130,8 +164,10 @@ def comparability_key(point: Mapping[str, Any]) -> dict[str, dict[str, object]]:
     """The comparability key of one point (a row of the points frame), grouped by family.
 
     The points set is a property of a whole run, so a single point stands for it with its
-    own (scenario, concurrency)."""
+    own (scenario, concurrency).  The ``flags`` family holds the high-risk flags it sets."""
     key: dict[str, dict[str, object]] = {family: {} for family in FAMILIES}
+    flags = point_flags(point)
+    key[FLAG_FAMILY] = {flag: flags.value(flag) for flag in verdict_flags([flags])}
     for cond in CONDITIONS:
         if cond.name == POINTS_CONDITION:
             key[cond.family]["concurrency"] = normalise(point.get("concurrency"))
@@ -252,15 +288,37 @@ def _compare_points(base: RunView, other: RunView) -> tuple[State, bool, str, st
 
 
 def _condition_row(cond: Condition, base: RunView, other: RunView) -> tuple[State, bool, str, str]:
-    """State, whether a difference is fatal, and the two values as shown."""
+    """State, whether the row as it stands makes the run not comparable, and both values as shown."""
     if cond.name == POINTS_CONDITION:
         return _compare_points(base, other)
-    fatal = cond.name in FATAL_CONDITIONS
     if cond.level == "point":
         state, base_text, other_text = _compare_point_condition(base, other, cond.name)
-        return state, fatal, base_text, other_text
-    base_value, other_value = base.run_values[cond.name], other.run_values[cond.name]
-    return _compare_values(base_value, other_value), fatal, display(base_value), display(other_value)
+    else:
+        base_value, other_value = base.run_values[cond.name], other.run_values[cond.name]
+        state = _compare_values(base_value, other_value)
+        base_text, other_text = display(base_value), display(other_value)
+    return state, _is_fatal(cond.name, state, base_text, other_text), base_text, other_text
+
+
+def _is_fatal(name: str, state: State, base_text: str, other_text: str) -> bool:
+    """Whether this row makes the run not comparable (before the user's intended marks)."""
+    if state == "differ":
+        return name in FATAL_CONDITIONS
+    one_sided = state == "unknown" and (base_text == MISSING_TEXT) != (other_text == MISSING_TEXT)
+    return one_sided and name in FATAL_WHEN_ONE_SIDED
+
+
+def _flag_row(flag: str, base: FlagSet, other: FlagSet) -> tuple[State, bool, str, str]:
+    base_value, other_value = base.value(flag), other.value(flag)
+    state = _compare_values(_hashable(base_value), _hashable(other_value))
+    return state, state == "differ", display(base_value), display(other_value)
+
+
+def _marked(state: State, fatal: bool, name: str, intended_to_differ: Collection[str]) -> State:
+    """A difference (or a fatal one-sided unknown) the user marked as the thing under test."""
+    if name in intended_to_differ and (state == "differ" or (state == "unknown" and fatal)):
+        return "intended"
+    return state
 
 
 def comparability_matrix(
@@ -269,22 +327,42 @@ def comparability_matrix(
     run_ids: Sequence[int],
     intended_to_differ: Collection[str] = frozenset(),
 ) -> pd.DataFrame:
-    """Long matrix, one row per (run, condition) for every run of ``run_ids`` but the baseline.
+    """Long matrix, one row per (run, condition) for every run of ``run_ids`` but the baseline,
+    the flag conditions (:func:`flag_conditions`) after the fixed ones.
 
-    Columns :data:`MATRIX_COLUMNS`.  For the points condition, ``baseline_value`` lists the
-    points only the baseline has and ``value`` those only the run has."""
-    base = run_view(_rows_of(frame, baseline_run_id))
+    Columns :data:`MATRIX_COLUMNS`; ``fatal`` says whether the row, as it stands, makes the
+    run not comparable (it stays set on a row the user marked as intended).  For the points
+    condition, ``baseline_value`` lists the points only the baseline has and ``value`` those
+    only the run has."""
+    base_rows = _rows_of(frame, baseline_run_id)
+    base, base_flags = run_view(base_rows), run_flags(base_rows)
+    others = {r: _rows_of(frame, r) for r in dict.fromkeys(run_ids) if r != baseline_run_id}
+    flags = {r: run_flags(rows) for r, rows in others.items()}
+    flag_names = verdict_flags([base_flags, *flags.values()])
     records = []
-    for run_id in run_ids:
-        if run_id == baseline_run_id:
-            continue
-        other = run_view(_rows_of(frame, run_id))
-        for cond in CONDITIONS:
-            state, fatal, base_text, other_text = _condition_row(cond, base, other)
-            if state == "differ" and cond.name in intended_to_differ:
-                state = "intended"
-            records.append((run_id, cond.family, cond.name, cond.level, fatal, state, base_text, other_text))
+    for run_id, rows in others.items():
+        other = run_view(rows)
+        cells = [(c.family, c.name, c.level, _condition_row(c, base, other)) for c in CONDITIONS]
+        cells += [(FLAG_FAMILY, flag_condition(f), "run", _flag_row(f, base_flags, flags[run_id])) for f in flag_names]
+        marked = _with_engine_consequences(intended_to_differ, base_rows, rows)
+        for family, name, level, (state, fatal, base_text, other_text) in cells:
+            state = _marked(state, fatal, name, marked)
+            records.append((run_id, family, name, level, fatal, state, base_text, other_text))
     return pd.DataFrame.from_records(records, columns=list(MATRIX_COLUMNS))
+
+
+def _with_engine_consequences(intended: Collection[str], base_rows: pd.DataFrame,
+                              rows: pd.DataFrame) -> Collection[str]:
+    """With the engine under test, what follows from it is too: its version (another
+    engine's versions do not line up with this one's) and, between SGLang and vLLM, the
+    client backend each engine's API needs (bench_serving's ``vllm`` against vLLM,
+    an SGLang one against SGLang; domain/plan/run_plan.py refuses any other pairing)."""
+    if "engine" not in intended:
+        return intended
+    follows = {"engine_version"}
+    if _is_vllm(base_rows) != _is_vllm(rows):
+        follows.add("backend")
+    return {*intended, *follows}
 
 
 def _rows_of(frame: pd.DataFrame, run_id: int) -> pd.DataFrame:
@@ -294,29 +372,50 @@ def _rows_of(frame: pd.DataFrame, run_id: int) -> pd.DataFrame:
     return rows
 
 
+def intended_choices(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int]) -> list[str]:
+    """The condition names a user can mark as the thing under test for these runs: the fixed
+    conditions, then the flag conditions of their high-risk flags."""
+    runs = [r for r in dict.fromkeys([baseline_run_id, *run_ids]) if r in set(frame["run_id"])]
+    flags = verdict_flags([run_flags(_rows_of(frame, r)) for r in runs])
+    return [*CONDITION_NAMES, *(flag_condition(f) for f in flags)]
+
+
+def is_condition_name(name: str) -> bool:
+    """A fixed condition, or a well-formed flag condition (kept from a URL before the runs load)."""
+    return name in CONDITION_NAMES or (condition_flag(name) or "").strip() != ""
+
+
 # -- summary -----------------------------------------------------------------------------------
 
 
 def comparability_summary(matrix: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the verdict and the conditions behind it (columns :data:`SUMMARY_COLUMNS`)."""
+    """Per run: the verdict and the conditions behind it (columns :data:`SUMMARY_COLUMNS`);
+    ``values`` maps every condition not matching to its (baseline, run) values as shown."""
     records = [_summarise_run(run_id, rows) for run_id, rows in matrix.groupby("run_id", sort=False)]
     return pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS))
 
 
-def _summarise_run(run_id: object, rows: pd.DataFrame) -> tuple[object, Verdict, list, list, list, list]:
+def _summarise_run(run_id: object, rows: pd.DataFrame) -> tuple[object, ...]:
     def names(mask: pd.Series) -> list[str]:
         return list(rows.loc[mask, "condition"])
 
-    differ = rows["state"] == "differ"
-    fatal = names(differ & rows["fatal"])
-    unknown = names(rows["state"] == "unknown")
+    differ, unknown = rows["state"] == "differ", rows["state"] == "unknown"
+    fatal = names((differ | unknown) & rows["fatal"].astype(bool))
     differing = names(differ)
-    verdict: Verdict = "not_comparable" if fatal else "comparable_except" if differing or unknown else "comparable"
-    return run_id, verdict, fatal, differing, unknown, names(rows["state"] == "intended")
+    verdict: Verdict = ("not_comparable" if fatal else "comparable_except" if differing or unknown.any()
+                        else "comparable")
+    shown = rows[rows["state"] != "match"]
+    values = {c: (b, v) for c, b, v in zip(shown["condition"], shown["baseline_value"], shown["value"], strict=True)}
+    return run_id, verdict, fatal, differing, names(unknown), names(rows["state"] == "intended"), values
 
 
 def condition_label(name: str, lang: str) -> str:
-    return t(f"compare.cond.{name}", lang)
+    flag = condition_flag(name)
+    if flag is None:
+        return t(f"compare.cond.{name}", lang)
+    layer = classify_flag(flag)
+    layer_name = (layer.name.get(lang) or layer.name["en"]) if layer else t("compare.changed.unclassified", lang)
+    return t("compare.cond.flag", lang, flag=flag, layer=layer_name)
 
 
 def family_label(family: str, lang: str) -> str:
@@ -330,22 +429,151 @@ def state_text(matrix_row: Mapping[str, Any], lang: str) -> str:
 
 
 def summary_line(summary_row: Mapping[str, Any], lang: str) -> str:
-    """"comparable" / "comparable except: …" / "not comparable: …" in the UI language."""
-    labels = lambda names: ", ".join(condition_label(n, lang) for n in names)  # noqa: E731
-    if summary_row["verdict"] == "not_comparable":
-        line = t("compare.summary.not_comparable", lang, fields=labels(summary_row["fatal"]))
-        others = [n for n in summary_row["differing"] if n not in summary_row["fatal"]]
-        if others:
-            line += "; " + t("compare.summary.also", lang, fields=labels(others))
-        if summary_row["unknown"]:
-            line += "; " + t("compare.summary.unknown", lang, fields=labels(summary_row["unknown"]))
-        return line
-    if summary_row["verdict"] == "comparable_except":
-        parts = [labels(summary_row["differing"])] if summary_row["differing"] else []
-        if summary_row["unknown"]:
-            parts.append(t("compare.summary.unknown", lang, fields=labels(summary_row["unknown"])))
-        return t("compare.summary.comparable_except", lang, fields="; ".join(parts))
-    return t("compare.summary.comparable", lang)
+    """The verdict naming each difference with both values, in the UI language: "comparable",
+    "comparable except — seed: 42 → 7", "not comparable — KV-cache …: auto → fp8_e4m3; …"."""
+    values: Mapping[str, tuple[str, str]] = summary_row.get("values") or {}
+    fatal = list(summary_row["fatal"])
+    groups = [("", fatal if fatal else list(summary_row["differing"]), "differ")]
+    if fatal:
+        groups.append(("compare.summary.also", [n for n in summary_row["differing"] if n not in fatal], "differ"))
+    unknown = [n for n in summary_row["unknown"] if n not in fatal]
+    # Unknown on both sides (an import's silent fields): the names are enough, "? / ?" says nothing.
+    both = [n for n in unknown if tuple(values.get(n) or ()) == (MISSING_TEXT, MISSING_TEXT)]
+    groups += [("compare.summary.unknown", [n for n in unknown if n not in both], "unknown"),
+               ("compare.summary.unknown_both", both, "label"),
+               ("compare.summary.intended", list(summary_row["intended"]), "differ")]
+    parts = [_group_text(key, names, style, values, lang) for key, names, style in groups if names]
+    fields = "; ".join(parts)
+    verdict = summary_row["verdict"]
+    if verdict == "comparable" and not fields:
+        return t("compare.summary.comparable", lang)
+    return t("compare.summary.comparable_with" if verdict == "comparable" else f"compare.summary.{verdict}", lang,
+             fields=fields)
+
+
+def _group_text(key: str, names: Sequence[str], style: str, values: Mapping[str, tuple[str, str]], lang: str) -> str:
+    if style == "label":
+        fields = ", ".join(condition_label(n, lang) for n in names)
+    else:
+        fields = "; ".join(_field_text(n, values.get(n), style, lang) for n in names)
+    return t(key, lang, fields=fields) if key else fields
+
+
+def _field_text(name: str, values: tuple[str, str] | None, style: str, lang: str) -> str:
+    """One condition with both values: "label: a → b", "label (? / b)" when unknown."""
+    label = condition_label(name, lang)
+    if values is None:
+        return label
+    base, value = values
+    if name == POINTS_CONDITION:
+        return t("compare.summary.field_points", lang, label=label, baseline=base or "—", value=value or "—")
+    key = "compare.summary.field_unknown" if style == "unknown" else "compare.summary.field"
+    return t(key, lang, label=label, baseline=base, value=value)
+
+
+def verdict_line(summary_row: Mapping[str, Any], baseline_run_id: int, lang: str) -> str:
+    """"run #12 vs baseline #10: not comparable — …": one line per compared run, for exports."""
+    return t("compare.verdict_line", lang, run_id=summary_row["run_id"], baseline=baseline_run_id,
+             verdict=summary_line(summary_row, lang))
+
+
+def verdict_lines(checklist: pd.DataFrame, baseline_run_id: int, lang: str) -> list[str]:
+    return [verdict_line(row, baseline_run_id, lang) for row in checklist.to_dict("records")]
+
+
+# -- server flags --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlagSet:
+    """One run's server flags under their primary spelling, and whether an absent flag is
+    known to be at its schema default (:func:`flag_set_known`)."""
+
+    values: dict[str, object]
+    known: bool
+    schema: Schema | None
+
+    def value(self, flag: str) -> object:
+        """As the run had it: the value set, else its default (UNSET_TEXT for a None default)
+        when the flag set is known, else None (unknown)."""
+        if flag in self.values:
+            return self.values[flag]
+        if not self.known:
+            return None
+        spec = self.schema.lookup(flag) if self.schema is not None else None
+        default = normalise(spec.default) if spec is not None else None
+        return UNSET_TEXT if default is None else default
+
+
+def flag_set_known(first: Mapping[str, Any]) -> bool:
+    """Whether a run's flag set is complete, so that an absent flag is at its default.
+
+    :func:`domain.results.frames.point_row` knows it (measured and emulated runs, imports
+    that carried the server's resolved args) and fills the ``load_format`` and
+    ``model_revision`` defaults exactly then; a ``server_args_known`` column says it outright."""
+    stated = normalise(first.get("server_args_known"))
+    if stated is not None:
+        return bool(stated)
+    if first.get("source") in ("measured", "emulated"):
+        return True
+    args = first.get("server_args") or {}
+    return any(flag not in args and normalise(first.get(column)) is not None
+               for flag, column in (("load-format", "load_format"), ("revision", "model_revision")))
+
+
+def run_flags(rows: pd.DataFrame) -> FlagSet:
+    """A run's flags (its first row's ``server_args``), spelled as its schema's primary names."""
+    return point_flags(rows.iloc[0])
+
+
+def point_flags(first: Mapping[str, Any]) -> FlagSet:
+    """The flags of one row of the points frame (every row of a run carries the same).  A
+    vLLM run's flags compare as written: the SGLang schemas do not describe them."""
+    schema = None if first.get("engine") in VLLM_ENGINES else _schema_or_none(first.get("engine_version"))
+    values: dict[str, object] = {}
+    for flag, raw in dict(first.get("server_args") or {}).items():
+        name, value = _canonical(str(flag), raw, schema)
+        value = normalise(value)
+        if value is not None:
+            values[name] = value
+    return FlagSet(values, flag_set_known(first), schema)
+
+
+def _canonical(flag: str, value: object, schema: Schema | None) -> tuple[str, object]:
+    """The primary spelling; ``no-x: true`` is ``x: false`` (and ``no-x: false`` says nothing)."""
+    spec = schema.lookup(flag) if schema is not None else None
+    if spec is None:
+        return flag, value
+    if spec.negated(flag):
+        return spec.primary, False if value else None
+    return spec.primary, value
+
+
+def _schema_or_none(engine_version: object) -> Schema | None:
+    try:
+        return load_schema(_schema_version(engine_version))
+    except SchemaError:  # no schema shipped at all: flags compare as written, defaults unknown
+        return None
+
+
+def verdict_flags(flag_sets: Sequence[FlagSet]) -> list[str]:
+    """The flags of :data:`VERDICT_LAYERS` any of the runs sets, sorted: the flag conditions."""
+    names = {flag for flags in flag_sets for flag in flags.values}
+    return sorted(f for f in names if f not in CONDITION_FLAGS and _in_verdict_layer(f))
+
+
+def _in_verdict_layer(flag: str) -> bool:
+    layer = classify_flag(flag)
+    return layer is not None and layer.id in VERDICT_LAYERS
+
+
+def flag_condition(flag: str) -> str:
+    return FLAG_PREFIX + flag
+
+
+def condition_flag(name: str) -> str | None:
+    """The flag of a flag condition (``flag:kv-cache-dtype`` → ``kv-cache-dtype``); None otherwise."""
+    return name[len(FLAG_PREFIX):] if name.startswith(FLAG_PREFIX) else None
 
 
 # -- risk and flags ------------------------------------------------------------------------------
@@ -382,22 +610,95 @@ def config_diff(
     frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], *, show_all: bool = False
 ) -> pd.DataFrame:
     """The server flags of each run against the baseline (columns :data:`DIFF_COLUMNS`),
-    only those that differ unless ``show_all``; a flag one side lacks shows as '?'."""
-    base_args = _server_args(frame, baseline_run_id)
+    only those that differ unless ``show_all``; spelled as the schema's primary names.  A
+    flag one side lacks shows its default where that side's flag set is known
+    (:func:`flag_set_known`; "unset" for a None default), else '?'."""
+    base_rows = _rows_of(frame, baseline_run_id)
+    base = run_flags(base_rows)
     records: list[tuple[object, ...]] = []
-    for run_id in run_ids:
+    for run_id in dict.fromkeys(run_ids):
         if run_id == baseline_run_id:
             continue
-        args = _server_args(frame, run_id)
-        for flag in sorted(set(base_args) | set(args)):
-            b, v = normalise(base_args.get(flag)), normalise(args.get(flag))
+        other_rows = _rows_of(frame, run_id)
+        other = run_flags(other_rows)
+        if _is_vllm(base_rows) != _is_vllm(other_rows):
+            records += _knob_records(run_id, base.values, other.values, baseline_is_vllm=_is_vllm(base_rows),
+                                     show_all=show_all)
+            continue
+        for flag in sorted(set(base.values) | set(other.values)):
+            b, v = base.value(flag), other.value(flag)
             differs = _hashable(b) != _hashable(v)
             if differs or show_all:
-                layer = classify_flag(flag)
+                layer = _layer_of(flag, vllm=_is_vllm(base_rows))
                 records.append((run_id, flag, display(b), display(v), differs,
-                                layer.id if layer else None, layer.risk if layer else None))
+                                layer.id if layer else None, layer.risk if layer else None, None))
     return pd.DataFrame.from_records(records, columns=list(DIFF_COLUMNS))
 
 
-def _server_args(frame: pd.DataFrame, run_id: int) -> dict[str, object]:
-    return dict(_rows_of(frame, run_id).iloc[0].get("server_args") or {})
+def _is_vllm(rows: pd.DataFrame) -> bool:
+    return rows.iloc[0].get("engine") in VLLM_ENGINES
+
+
+def _layer_of(flag: str, *, vllm: bool) -> RiskLayer | None:
+    return classify_vllm_flag(flag) if vllm else classify_flag(flag)
+
+
+def _knob_records(run_id: int, baseline: Mapping[str, object], other: Mapping[str, object], *,
+                  baseline_is_vllm: bool, show_all: bool) -> list[tuple[object, ...]]:
+    """An SGLang run and a vLLM run lined up knob by knob (:func:`knobs.align_args`): the
+    row's flag names both spellings ("--max-running-requests ↔ --max-num-seqs"); its values
+    say each side's flags as written.  A knob set to the same value on both sides, where the
+    knob is the same setting, is the only row that does not differ."""
+    sglang_args, vllm_args = (other, baseline) if baseline_is_vllm else (baseline, other)
+    records: list[tuple[object, ...]] = []
+    for row in align_args(sglang_args, vllm_args):
+        sides = (row.vllm, row.sglang) if baseline_is_vllm else (row.sglang, row.vllm)
+        same = row.paired and row.equivalent and [_hashable(v) for v in sides[0].values()] == [
+            _hashable(v) for v in sides[1].values()]
+        if same and not show_all:
+            continue
+        found = [*(classify_flag(f) for f in row.sglang), *(classify_vllm_flag(f) for f in row.vllm)]
+        layers = [layer for layer in found if layer is not None]
+        top = max(layers, key=lambda layer: _RISK_ORDER.get(layer.risk, 0)) if layers else None
+        counterpart = "none" if row.no_counterpart else "equivalent" if row.equivalent else "closest"
+        records.append((run_id, _knob_label(row), _side_text(sides[0]), _side_text(sides[1]), not same,
+                        top.id if top else None, top.risk if top else None, counterpart))
+    return records
+
+
+_RISK_ORDER = {"low": 1, "medium": 2, "high": 3}
+
+
+def cross_engine_notes(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str) -> list[str]:
+    """For each run on the other engine than the baseline, what its knob rows mean: one line
+    per knob set on either side, naming it, whether the two flags are the same setting, the
+    closest one or have no counterpart, and the knob's note (domain/flags/data/knobs.yaml)."""
+    base_rows = _rows_of(frame, baseline_run_id)
+    lines: list[str] = []
+    for run_id in dict.fromkeys(run_ids):
+        rows = _rows_of(frame, run_id)
+        if run_id == baseline_run_id or _is_vllm(rows) == _is_vllm(base_rows):
+            continue
+        vllm_rows, sglang_rows = (base_rows, rows) if _is_vllm(base_rows) else (rows, base_rows)
+        for row in align_args(run_flags(sglang_rows).values, run_flags(vllm_rows).values):
+            kind = "none" if row.no_counterpart else "equivalent" if row.equivalent else "closest"
+            name = (row.knob.name.get(lang) or row.knob.name["en"]) if row.knob else _knob_label(row)
+            note = (row.knob.note.get(lang) or row.knob.note["en"]) if row.knob else ""
+            lines.append(t(f"compare.knob.{kind}", lang, run_id=run_id, knob=name, flags=_knob_label(row), note=note))
+    return lines
+
+
+def _knob_label(row: KnobRow) -> str:
+    sglang = row.sglang or ({row.knob.sglang[0]: None} if row.knob and row.knob.sglang else {})
+    vllm = row.vllm or ({row.knob.vllm[0]: None} if row.knob and row.knob.vllm else {})
+    left = " ".join(f"--{flag}" for flag in sglang) or "—"
+    right = " ".join(f"--{flag}" for flag in vllm) or "—"
+    return f"{left} ↔ {right}"
+
+
+def _side_text(args: Mapping[str, object]) -> str:
+    if not args:
+        return UNSET_TEXT
+    if len(args) == 1:
+        return display(next(iter(args.values())))
+    return "; ".join(f"--{flag} {display(value)}" for flag, value in args.items())

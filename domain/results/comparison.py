@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from domain.core.settings import Settings
-from domain.results import analysis, comparability, validity
-from domain.results.caveat import caveat_lines
+from domain.results import analysis, comparability, curve, estimate_overlay, validity
+from domain.results.caveat import caveat_lines, changed_lines
+from domain.results.requests import RequestSamples
 
 
 @dataclass
@@ -33,35 +34,125 @@ class Comparison:
     matrix: pd.DataFrame  # comparability.comparability_matrix
     checklist: pd.DataFrame  # comparability.comparability_summary
     caveat: list[str] = field(default_factory=list)
+    # The server flags that differ from the baseline, with each flag's layer and risk
+    # (comparability.config_diff): every export says what changed, not only the page.
+    flag_diff: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(comparability.DIFF_COLUMNS)))
+    # One line per compared run naming its verdict and each difference with both values,
+    # in the UI language: the first lines of every export and of the first slide.
+    verdict_lines: list[str] = field(default_factory=list)
+    # What changed, per run: each differing server flag with its layer and risk, or a line
+    # saying none does, then the conditions marked as under test with both values.
+    changed_lines: list[str] = field(default_factory=list)
+    gain_threshold_pct: float = curve.DEFAULT_SATURATION_GAIN_PCT  # the knee rule's threshold, for labels
+    # The estimator's figures per point and measured ÷ estimated (estimate_overlay.estimates_for):
+    # the charts' dashed lines and the exports' ratio columns.
+    estimates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(estimate_overlay.COLUMNS)))
 
 
 def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str, *,
                      intended_to_differ: Collection[str] = frozenset(),
-                     gain_threshold_pct: float = analysis.DEFAULT_SATURATION_GAIN_PCT,
-                     sla_metric: str | None = None, sla_threshold_ms: float | None = None) -> Comparison:
+                     gain_threshold_pct: float = curve.DEFAULT_SATURATION_GAIN_PCT,
+                     sla_metric: str | None = None, sla_threshold_ms: float | None = None,
+                     requests: RequestSamples | None = None,
+                     keep_cold: Collection[tuple[object, object, object]] = ()) -> Comparison:
+    """``requests``: per-request samples by point id (pooled percentiles, bootstrap noise);
+    ``keep_cold``: (run, scenario, concurrency) cold first points the user keeps in the
+    efficiency baseline and the knee (by default they are left out and badged)."""
     others = [r for r in dict.fromkeys(run_ids) if r != baseline_run_id]
-    selected = frame[frame["run_id"].isin([baseline_run_id, *others])]
-    summary = analysis.summarise_points(selected)
+    # Aligned first, so the analysis, the matrix, the charts and the exports all see one name.
+    selected = align_scenarios(frame[frame["run_id"].isin([baseline_run_id, *others])], baseline_run_id)
+    summary = analysis.summarise_points(selected, requests=requests)
     matrix = comparability.comparability_matrix(selected, baseline_run_id, others, intended_to_differ)
     checklist = comparability.comparability_summary(matrix)
+    flag_diff = comparability.config_diff(selected, baseline_run_id, others)
+    scaling = curve.scaling_efficiency(summary, keep=keep_cold)
+    badges = pd.concat([validity.validity_badges(selected), validity.curve_badges(scaling)], ignore_index=True)
     return Comparison(
         frame=selected, baseline_run_id=baseline_run_id, run_ids=others, lang=lang,
         intended_to_differ=frozenset(intended_to_differ), summary=summary,
-        compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others]),
-        saturation=analysis.saturation_points(summary, gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric,
-                                              sla_threshold_ms=sla_threshold_ms),
-        scaling=analysis.scaling_efficiency(summary), pareto=analysis.pareto_points(summary),
-        badges=validity.validity_badges(selected), matrix=matrix,
+        compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others], requests=requests),
+        saturation=curve.saturation_points(summary, gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric,
+                                           sla_threshold_ms=sla_threshold_ms, keep=keep_cold),
+        scaling=scaling, pareto=curve.pareto_points(summary),
+        badges=badges, matrix=matrix,
         checklist=checklist,
         caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist),
+        flag_diff=flag_diff,
+        verdict_lines=comparability.verdict_lines(checklist, baseline_run_id, lang),
+        changed_lines=changed_lines(flag_diff, checklist, baseline_run_id, lang),
+        gain_threshold_pct=gain_threshold_pct,
+        estimates=estimate_overlay.estimates_for(selected, summary),
     )
 
 
+# -- scenarios by their lengths ----------------------------------------------------------------
+
+Lengths = tuple[object, object]
+
+
+def align_scenarios(frame: pd.DataFrame, baseline_run_id: int) -> pd.DataFrame:
+    """The frame with each run's scenarios named as the baseline's of the same lengths.
+
+    Scenarios match by (input_len, output_len), not by name: an imported ``in128-out64``
+    is the plan's ``short`` when that is 128/64.  A scenario of another run whose lengths
+    equal those of exactly one baseline scenario takes its name (two baseline scenarios of
+    those lengths: the one of the same ``random_range_ratio``, if exactly one).  A range
+    ratio that differs still aligns, so the verdict names it with both values rather than
+    hiding it as "no common point".  Lengths matching no baseline scenario (or a rename
+    that would merge two scenarios of one run) keep their name.  ``scenario_original``
+    keeps the name each row was measured under."""
+    aligned = frame.copy()
+    if "scenario_original" not in aligned.columns:
+        aligned["scenario_original"] = aligned["scenario"]
+    base = _scenario_lengths(frame[frame["run_id"] == baseline_run_id])
+    for run_id, rows in frame[frame["run_id"] != baseline_run_id].groupby("run_id", sort=False):
+        for scenario, target in _renames(_scenario_lengths(rows), base).items():
+            aligned.loc[(aligned["run_id"] == run_id) & (aligned["scenario"] == scenario), "scenario"] = target
+    return aligned
+
+
+def _scenario_lengths(rows: pd.DataFrame) -> dict[object, tuple[Lengths | None, object]]:
+    """Per scenario: its one (input_len, output_len) (None when unknown or several), and its
+    range ratio (None unless one)."""
+    found: dict[object, tuple[Lengths | None, object]] = {}
+    ratios = rows["random_range_ratio"] if "random_range_ratio" in rows.columns else pd.Series(None, index=rows.index)
+    for scenario, group in rows.assign(_ratio=ratios).groupby("scenario", sort=False):
+        lengths = {(comparability.normalise(i), comparability.normalise(o))
+                   for i, o in zip(group["input_len"], group["output_len"], strict=True)}
+        ratio = {comparability.normalise(r) for r in group["_ratio"]}
+        one = next(iter(lengths)) if len(lengths) == 1 else None
+        found[scenario] = (one if one is not None and None not in one else None,
+                           next(iter(ratio)) if len(ratio) == 1 else None)
+    return found
+
+
+def _renames(run: dict[object, tuple[Lengths | None, object]],
+             base: dict[object, tuple[Lengths | None, object]]) -> dict[object, object]:
+    """Scenario → the baseline's name for it, leaving out renames that would merge two."""
+    wanted = {s: target for s, (lengths, ratio) in run.items()
+              if (target := _baseline_name(lengths, ratio, base)) is not None and target != s}
+    kept = set(run) - set(wanted)
+    targets = list(wanted.values())
+    return {s: target for s, target in wanted.items() if target not in kept and targets.count(target) == 1}
+
+
+def _baseline_name(lengths: Lengths | None, ratio: object,
+                   base: dict[object, tuple[Lengths | None, object]]) -> object:
+    if lengths is None:
+        return None
+    same = [name for name, (b_lengths, _) in base.items() if b_lengths == lengths]
+    if len(same) > 1:
+        same = [name for name in same if base[name][1] == ratio and ratio is not None]
+    return same[0] if len(same) == 1 else None
+
+
 def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
-                             settings: Settings, *, intended_to_differ: Collection[str] = frozenset()) -> Comparison:
+                             settings: Settings, *, intended_to_differ: Collection[str] = frozenset(),
+                             requests: RequestSamples | None = None,
+                             keep_cold: Collection[tuple[object, object, object]] = ()) -> Comparison:
     """build_comparison with the saturation rule and p99 SLA taken from the settings, as
     both the compare page and ``runner export`` use it."""
     return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
                             gain_threshold_pct=settings.saturation_gain_pct,
                             sla_metric=settings.sla_metric if settings.sla_ms else None,
-                            sla_threshold_ms=settings.sla_ms)
+                            sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold)

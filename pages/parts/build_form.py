@@ -10,27 +10,55 @@ from typing import Any
 import streamlit as st
 
 from db import DbBusy
+from domain.flags.vllm_schema import newest_vllm_version
 from domain.plan.form_input import concurrency_list, count_or_text, rate_or_text
+from domain.plan.naming import MAX_NAME_CHARS
 from domain.plan.presets import GPUS, PRESET_SGLANG_VERSION, quick_demo_plan
-from domain.plan.run_plan import SCENARIO_PRESETS, RunPlan
+from domain.plan.run_plan import SCENARIO_PRESETS, VLLM_ENGINES, RunPlan
+from domain.plan.thinking import CHAT_BACKEND
 from pages.parts.common import store
-from pages.parts.flag_widgets import SERVER_ARGS, forget_flag_widgets
+from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, forget_flag_widgets
 from pages.parts.topology_editor import TOPOLOGY_DEFAULTS, load_topology_into_form, topology_mapping
+from pages.parts.vllm_carry import CARRIED
 
-# One per form instance: the same submission arriving twice queues one run.
+# One per form instance: the same submission arriving twice queues one run.  It changes
+# only when the user deliberately starts a new form (a preset, an upload, a duplicated run,
+# "queue another"), never as a side effect of a submission: a second click's rerun, which
+# may arrive after the first one has queued, then carries the same key.
 IDEMPOTENCY_KEY = "build.idempotency_key"
+QUEUED_RUN = "build.queued_run"  # (form instance key, run id) once that instance is queued
 LOADED_FROM = "build.loaded_from"  # "quick", "preset:<key>", "run:<id>" or "file:<upload id>"
 
 # Streamlit drops a widget's state when its page is not shown; these keys are copied aside
 # at the end of every run and restored on the way back, so the draft survives navigation.
-FORM_KEYS = ("b.name", "b.engine", "b.version", "b.model", "b.gpu_type", "b.gpu_custom", "b.gpu_count",
+FORM_KEYS = ("b.name", "b.engine", "b.version", "b.vllm_version", "b.model", "b.gpu_type", "b.gpu_custom",
+             "b.gpu_count",
              "b.scenarios", "b.custom_on", "b.custom_isl", "b.custom_osl", "b.concurrency", "b.prompts", "b.warmup",
-             "b.repeats", "b.dataset", "b.seed", "b.range_ratio", "b.rate", "b.chat", "b.thinking", "b.tags",
-             *TOPOLOGY_DEFAULTS)
+             "b.repeats", "b.fresh_launch", "b.dataset", "b.seed", "b.range_ratio", "b.rate", "b.backend",
+             "b.tokenize", "b.chat", "b.thinking", "b.stop_eos", "b.tags", *TOPOLOGY_DEFAULTS)
 
 
 def reset_idempotency_key() -> None:
+    """Start a new form instance: the next submission queues a new run."""
     st.session_state[IDEMPOTENCY_KEY] = uuid.uuid4().hex
+
+
+def submission_key(user: str) -> str:
+    """The key this form instance submits under: per user and per instance, so two people
+    submitting the same plan at once get a run each, and one person's repeats get one."""
+    return f"build:{user}:{st.session_state[IDEMPOTENCY_KEY]}"
+
+
+def queued_run() -> int | None:
+    """The run this form instance has already queued, if it has."""
+    entry = st.session_state.get(QUEUED_RUN)
+    if entry is not None and entry[0] == st.session_state.get(IDEMPOTENCY_KEY):
+        return int(entry[1])
+    return None
+
+
+def remember_queued(run_id: int) -> None:
+    st.session_state[QUEUED_RUN] = (st.session_state[IDEMPOTENCY_KEY], run_id)
 
 
 def _load_benchmark_into_form(plan: RunPlan) -> None:
@@ -45,12 +73,16 @@ def _load_benchmark_into_form(plan: RunPlan) -> None:
     ss["b.prompts"] = str(bench.num_prompts)
     ss["b.warmup"] = str(bench.warmup)
     ss["b.repeats"] = bench.repeats
+    ss["b.fresh_launch"] = bench.fresh_launch_per_repeat
     ss["b.dataset"] = bench.dataset
     ss["b.seed"] = bench.seed
     ss["b.range_ratio"] = bench.random_range_ratio
     ss["b.rate"] = str(bench.request_rate)
+    ss["b.backend"] = bench.backend
+    ss["b.tokenize"] = bench.tokenize_prompt  # no widget: kept as loaded, applied with the sglang backend
     ss["b.chat"] = bench.apply_chat_template
     ss["b.thinking"] = bench.thinking_mode
+    ss["b.stop_eos"] = not bench.ignore_eos
 
 
 def load_plan_into_form(plan: RunPlan, origin: str) -> None:
@@ -59,11 +91,15 @@ def load_plan_into_form(plan: RunPlan, origin: str) -> None:
     ss["b.name"] = plan.name
     ss["b.engine"] = plan.engine
     ss["b.version"] = plan.sglang_version or PRESET_SGLANG_VERSION
+    ss["b.vllm_version"] = plan.vllm_version or newest_vllm_version()
     ss["b.model"] = plan.model
     ss["b.gpu_type"] = plan.gpu.type if plan.gpu.type in GPUS else "custom"
     ss["b.gpu_custom"] = plan.gpu.type if plan.gpu.type not in GPUS else ""
     ss["b.gpu_count"] = plan.gpu.count
-    ss[SERVER_ARGS] = dict(plan.server_args)
+    # A plan's flags are one engine's: the other engine's store starts empty.
+    ss[SERVER_ARGS] = {} if plan.is_vllm else dict(plan.server_args)
+    ss[VLLM_ARGS] = dict(plan.server_args) if plan.is_vllm else {}
+    ss.pop(CARRIED, None)  # the last carry's report was about the previous form
     _load_benchmark_into_form(plan)
     ss["b.tags"] = ", ".join(plan.tags)
     load_topology_into_form(plan.topology)
@@ -93,7 +129,8 @@ def _load_from_run(from_run: str) -> None:
         run = None
     if run is not None:
         load_plan_into_form(RunPlan.model_validate_json(run.plan), f"run:{from_run}")
-        st.session_state["b.name"] = f"{run.name}-copy"
+        suffix = "-copy"  # the copy's name stays within the limit however long the original's is
+        st.session_state["b.name"] = run.name[:MAX_NAME_CHARS - len(suffix)] + suffix
 
 
 def init_state() -> None:
@@ -102,6 +139,8 @@ def init_state() -> None:
     _restore_draft()
     if SERVER_ARGS not in st.session_state:
         load_plan_into_form(quick_demo_plan(), "quick")
+    st.session_state.setdefault(VLLM_ARGS, {})  # a draft kept from before vLLM plans existed
+    st.session_state.setdefault("b.vllm_version", newest_vllm_version())
     from_run = st.query_params.get("from_run")
     if from_run and st.session_state.get(LOADED_FROM) != f"run:{from_run}":
         _load_from_run(from_run)
@@ -119,14 +158,48 @@ def _scenarios() -> list[dict[str, Any]]:
     return scenarios
 
 
+def vllm_engine() -> bool:
+    """Whether the form's engine is vLLM (real or emulated)."""
+    return st.session_state.get("b.engine") in VLLM_ENGINES
+
+
+def _request_mapping() -> dict[str, Any]:
+    """How requests are sent: the endpoint, and what follows from it (an exact ISL only on
+    ``/generate``; chat requests always go through the server's chat template).  A vLLM
+    plan names no backend: the plan gives it bench_serving's ``vllm`` one, without
+    ``--tokenize-prompt`` (domain/plan/run_plan.py)."""
+    ss = st.session_state
+    backend = ss.get("b.backend", "sglang")
+    mapping = {
+        "backend": backend, "tokenize_prompt": backend == "sglang" and bool(ss.get("b.tokenize", True)),
+        "apply_chat_template": bool(ss["b.chat"]) or backend == CHAT_BACKEND, "thinking_mode": ss["b.thinking"],
+        "ignore_eos": not ss.get("b.stop_eos", False),
+    }
+    if vllm_engine():
+        del mapping["backend"], mapping["tokenize_prompt"]
+        mapping["apply_chat_template"] = bool(ss["b.chat"])
+    return mapping
+
+
+def _engine_mapping(lang: str) -> dict[str, Any]:
+    """The engine, its version and its flags; a vLLM plan runs one aggregated server."""
+    ss = st.session_state
+    if vllm_engine():
+        return {"engine": ss["b.engine"], "vllm_version": ss["b.vllm_version"], "topology": {"kind": "aggregated"},
+                "server_args": dict(ss[VLLM_ARGS])}
+    return {"engine": ss["b.engine"], "sglang_version": ss["b.version"], "topology": topology_mapping(lang)[0],
+            "server_args": dict(ss[SERVER_ARGS])}
+
+
 def _benchmark_mapping(scenarios: list[dict[str, Any]]) -> dict[str, Any]:
     ss = st.session_state
     return {
         "scenarios": scenarios, "concurrency": concurrency_list(ss["b.concurrency"]),
         "num_prompts": count_or_text(ss["b.prompts"]), "warmup": count_or_text(ss["b.warmup"]),
-        "repeats": int(ss["b.repeats"]), "dataset": ss["b.dataset"], "seed": int(ss["b.seed"]),
+        "repeats": int(ss["b.repeats"]), "fresh_launch_per_repeat": bool(ss.get("b.fresh_launch", False)),
+        "dataset": ss["b.dataset"], "seed": int(ss["b.seed"]),
         "random_range_ratio": float(ss["b.range_ratio"]), "request_rate": rate_or_text(ss["b.rate"]),
-        "apply_chat_template": bool(ss["b.chat"]), "thinking_mode": ss["b.thinking"],
+        **_request_mapping(),
     }
 
 
@@ -137,10 +210,8 @@ def assembled_mapping(lang: str) -> dict[str, Any]:
     scenarios = _scenarios()  # read first: of several unreadable entries, the scenario is the one named
     gpu_type = ss["b.gpu_custom"].strip() if ss["b.gpu_type"] == "custom" else ss["b.gpu_type"]
     return {
-        "name": ss["b.name"], "engine": ss["b.engine"], "sglang_version": ss["b.version"], "model": ss["b.model"],
+        "name": ss["b.name"], **_engine_mapping(lang), "model": ss["b.model"],
         "gpu": {"type": gpu_type, "count": int(ss["b.gpu_count"])},
-        "topology": topology_mapping(lang)[0],
-        "server_args": dict(ss[SERVER_ARGS]),
         "benchmark": _benchmark_mapping(scenarios),
         "tags": [x.strip() for x in ss.get("b.tags", "").split(",") if x.strip()],
     }

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+from streamlit import runtime
 
 from db import DbBusy, Store
+from db.connection import KEEP_IDLE_S, keep_open
 from db.rows import RunnerRow, RunProgressRow
 from domain.core.access import PermissionDenied
 from domain.core.i18n import LANGUAGES, t
@@ -15,7 +17,8 @@ from domain.core.settings import get_settings
 
 LANG_KEY = "lang"
 LANG_WIDGET_KEY = "lang_switch"
-# Short TTL: pages poll live state, and each uncached read costs a locked open/close (~25 ms).
+# Short TTL: pages poll live state.  An uncached read costs a locked access (an open and a
+# close, ~25 ms, unless the connection is kept: see store()).
 QUERY_TTL_S = 2
 
 
@@ -70,7 +73,13 @@ def show_denied(exc: PermissionDenied, lang: str) -> None:
 
 @st.cache_resource
 def store() -> Store:
-    """One Store per app process; migrations run once, the first time a page needs the DB."""
+    """One Store per app process; migrations run once, the first time a page needs the DB.
+    The app server is long-lived and a page makes several accesses in a row, so it keeps
+    its DB connection between them (db/connection.py ``keep_open``: given up at once when
+    the runner waits).  Not under AppTest (no Streamlit runtime), whose pytest process
+    hands DB files to other processes and raw ``duckdb`` right after an access."""
+    if runtime.exists():
+        keep_open(KEEP_IDLE_S)
     s = Store.from_settings(get_settings())
     s.migrate()
     return s

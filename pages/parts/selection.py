@@ -1,7 +1,10 @@
 """The run selection shared by the compare and checklist pages.
 
-It lives in the URL (``?baseline=1&runs=2,3&intended=output_len``) so a comparison can be
-shared as a link; the widgets read it on the way in and write it back on every change.
+It lives in the URL (``?baseline=1&runs=2,3&intended=output_len&intended=flag:kv-cache-dtype``)
+so a comparison can be shared as a link; the widgets read it on the way in and write it
+back on every change.  The analysis is cached per selection and per content of the points
+(the frame itself is part of the key), so a rerun that changes nothing recomputes nothing
+and a new point is never hidden behind a stale result.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 
+from db import DbBusy
 from db.rows import PickerRunRow
 from domain.core.i18n import t
 from domain.core.settings import get_settings
-from domain.results.comparability import CONDITIONS, condition_label
-from domain.results.comparison import Comparison, comparison_with_settings
+from domain.results import comparability
+from domain.results.comparability import condition_label
+from domain.results.comparison import Comparison, align_scenarios, comparison_with_settings
 from domain.results.frames import points_frame
 from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
 
@@ -39,6 +44,22 @@ def cached_picker() -> list[PickerRunRow]:
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
 def cached_points(run_ids: tuple[int, ...]) -> pd.DataFrame:
     return points_frame(p.as_dict() for p in store().points_for_comparison(list(run_ids)))
+
+
+# A point's samples never change once written, so no TTL; a few selections' worth are kept.
+@st.cache_data(show_spinner=False, max_entries=8)
+def _request_samples(point_ids: tuple[int, ...]) -> dict[int, pd.DataFrame]:
+    """Per-request samples by point id (``Store.request_samples``: the Parquet file the runner
+    wrote per point; imported points and points measured before samples were kept have none,
+    and are simply absent).  The one place the pages read samples."""
+    return store().request_samples(list(point_ids))
+
+
+def request_samples(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """The samples of every point of ``frame`` that has them (``point_id`` column)."""
+    if "point_id" not in frame.columns:
+        return {}
+    return _request_samples(tuple(sorted({int(p) for p in frame["point_id"].dropna()})))
 
 
 def _ints(text: str | None) -> list[int]:
@@ -83,30 +104,56 @@ def pick(lang: str) -> Selection | None:
     wanted_base = _ints(params.get("baseline"))
     base_options = ids + [i for i in wanted_base if i not in ids and i in label]
     c1, c2 = st.columns([1, 2])
+    # Runs named without a baseline (a run page's "add to the compared runs"): the user picks
+    # the baseline; otherwise the newest run stands in until they do.
+    asked = wanted_base and wanted_base[0] in base_options
     baseline = c1.selectbox(t("select.baseline", lang), base_options, format_func=lambda i: label[i],
-                            index=base_options.index(wanted_base[0]) if wanted_base and wanted_base[0] in base_options
-                            else 0)
+                            index=base_options.index(wanted_base[0]) if asked
+                            else None if _ints(params.get("runs")) else 0,
+                            placeholder=t("select.pick_baseline", lang))
     wanted_others = [i for i in _ints(params.get("runs")) if i in label and i != baseline]
     other_options = [i for i in dict.fromkeys(ids + wanted_others) if i != baseline]
     others = c2.multiselect(t("select.others", lang, n=MAX_RUNS), other_options, default=wanted_others,
                             placeholder=t("select.pick", lang),
                             format_func=lambda i: label[i], max_selections=MAX_RUNS)
-    intended = st.multiselect(t("select.intended", lang), [c.name for c in CONDITIONS],
-                              default=[c for c in params.get_all("intended") if c in {x.name for x in CONDITIONS}],
+    wanted_intended = [c for c in params.get_all("intended") if comparability.is_condition_name(c)]
+    intended = st.multiselect(t("select.intended", lang), _intended_options(baseline, others, wanted_intended),
+                              default=wanted_intended,
                               format_func=lambda n: condition_label(n, lang), help=t("select.intended_help", lang),
                               placeholder=t("select.none", lang))
     sources = {r.source for r in runs if r.id in [baseline, *others]}
     mixed = "emulated" in sources and len(sources) > 1
     allow_mixed = st.toggle(t("select.allow_mixed", lang), value=params.get("mixed") == "1") if mixed else False
-    st.query_params.update({"baseline": str(baseline), "runs": ",".join(map(str, others)),
+    st.query_params.update({"baseline": "" if baseline is None else str(baseline), "runs": ",".join(map(str, others)),
                             "intended": intended, "mixed": "1" if allow_mixed else "0", "lang": lang})
     if baseline is None:
+        st.info(t("select.pick_baseline", lang), icon=":material/arrow_upward:")
         return None
     return Selection(int(baseline), [int(o) for o in others], list(intended), allow_mixed)
 
 
-def comparison(selection: Selection, lang: str) -> Comparison | None:
-    """The analysis of the selected runs, or None with the reason shown."""
+def _intended_options(baseline: int | None, others: list[int], wanted: list[str]) -> list[str]:
+    """The conditions a user can mark as under test for these runs (the fixed ones, then the
+    flag conditions of the high-risk flags they set), plus any well-formed one the URL asks
+    for that the runs do not offer (kept, so a shared link keeps its meaning)."""
+    choices: list[str] = []
+    if baseline is not None:
+        try:
+            frame = cached_points((int(baseline), *others))
+        except DbBusy:  # comparison() below says so; the fixed conditions serve meanwhile
+            frame = pd.DataFrame()
+        if not frame.empty and int(baseline) in set(frame["run_id"]):
+            choices = comparability.intended_choices(frame, int(baseline), [o for o in others
+                                                                            if o in set(frame["run_id"])])
+    if not choices:
+        choices = list(comparability.CONDITION_NAMES)
+    return [*choices, *(w for w in dict.fromkeys(wanted) if w not in choices and comparability.is_condition_name(w))]
+
+
+def comparison(selection: Selection, lang: str, *, keep_cold: bool = False) -> Comparison | None:
+    """The analysis of the selected runs, or None with the reason shown.  ``keep_cold``:
+    every cold first point stays in the efficiency baseline and the knee (by default they
+    are left out and badged)."""
     if not selection.others:
         st.info(t("select.pick_others", lang), icon=":material/compare_arrows:")
     with db_guard(lang) as guard:
@@ -124,5 +171,28 @@ def comparison(selection: Selection, lang: str) -> Comparison | None:
     if missing:
         st.warning(t("select.runs_without_points", lang, runs=", ".join(f"#{r}" for r in missing)))
     assert selection.baseline is not None  # noqa: S101 - pick() always sets it
-    return comparison_with_settings(frame, selection.baseline, selection.others, lang, get_settings(),
-                                    intended_to_differ=frozenset(selection.intended))
+    return _cached_comparison(frame, selection.baseline, tuple(selection.others), lang, tuple(selection.intended),
+                              keep_cold)
+
+
+def _frame_digest(frame: pd.DataFrame) -> bytes:
+    """The frame's content as bytes, for the cache key.  Streamlit's own DataFrame hash fails
+    on the dict columns (server args, topology) and falls back to pickling, with a warning
+    in the log on every rerun; their text is as good a key."""
+    return pd.util.hash_pandas_object(frame.astype(str), index=True).to_numpy().tobytes() + repr(
+        list(frame.columns)).encode()
+
+
+@st.cache_data(show_spinner=False, max_entries=16, hash_funcs={pd.DataFrame: _frame_digest})
+def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ...], lang: str,
+                       intended: tuple[str, ...], keep_cold: bool) -> Comparison:
+    """The comparison, keyed by the points themselves (so a new point is a new key) and the
+    selection; the settings are read from the environment once per process."""
+    # Keeping every point key keeps exactly the cold ones: for any other point a kept key is
+    # a no-op (curve.scaling_efficiency / saturation_points only consult it for cold points).
+    # Keys under the scenario names the comparison uses (aligned to the baseline's).
+    aligned = align_scenarios(frame, baseline)
+    keep = list(zip(aligned["run_id"], aligned["scenario"], aligned["concurrency"], strict=True)) if keep_cold else []
+    return comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
+                                    intended_to_differ=frozenset(intended), requests=request_samples(frame),
+                                    keep_cold=keep)

@@ -215,7 +215,7 @@ def topology_section(schema: Schema, base_args: dict[str, Any], gpu_count: int, 
     try:
         topology = Topology.model_validate(mapping)
     except ValidationError as exc:
-        for line in problems + readable_problems(problems_from_validation(exc)):
+        for line in problems + readable_problems(problems_from_validation(exc), lang):
             st.error(line, icon=":material/error:")
         return mapping, problems
     _drawing(topology, problems, base_args, gpu_count, lang)

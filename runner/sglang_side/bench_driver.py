@@ -8,13 +8,16 @@ the client once, captures its own argument parser, and then runs one benchmark p
 request read from stdin — the same ``run_benchmark(args)`` that ``python -m
 sglang.benchmark.serving`` calls, with argv parsed by the client's own parser.
 
-Protocol (JSON lines).  In, on stdin: ``{"id": str, "argv": [...]}``.  Out, on the
+Protocol (JSON lines).  In, on stdin: ``{"id": str, "argv": [...], "requests_file": str | null,
+"log_path": str | null}`` (``log_path``: from this request on, what the client prints goes to
+that file, the current attempt's log, as the runner may keep this process for its next run).  Out, on the
 original stdout (everything the client prints goes to stderr instead):
 ``{"event": "ready", "module", "version", "flags": [the client's option strings]}``, then per request
 ``warmup_start``, ``flush_start`` and ``measure_start`` events (``{"event", "id", "t"}``,
 t = wall clock) as the point moves through its phases, and ``{"event": "done", "id", "ok",
 "error", "t", "checks"}``; ``checks`` counts what this driver corrected in the point (see
-``_distinct_random_ids`` and ``_fail_empty_completions``).
+``_distinct_random_ids`` and ``_fail_empty_completions``).  With ``requests_file`` set, every
+measured request's outcome is written there as one JSON line (``_capture_requests``).
 Exit code 3 with ``{"event": "unsupported", "error"}`` means this client version cannot
 be driven in-process; the runner then falls back to one process per point.
 """
@@ -75,7 +78,7 @@ def _emit(channel: Any, **message: Any) -> None:
     channel.flush()
 
 
-def _hook_phases(module: Any, channel: Any, current: dict[str, str]) -> None:
+def _hook_phases(module: Any, channel: Any, current: dict[str, Any]) -> None:
     """Mark the phases of a point: ``warmup_start`` when the client's ``benchmark()``
     coroutine begins (dataset and tokenizer are ready), ``flush_start`` when the warmup is
     over, and ``measure_start`` once the cache is flushed.  Telemetry before
@@ -185,12 +188,60 @@ def _fail_empty_completions(module: Any, channel_checks: dict[str, Any]) -> None
         funcs[backend] = checked(func)
 
 
+REQUEST_FIELDS = ("success", "error", "prompt_len", "output_len", "ttft", "latency", "itl", "start_time")
+
+
+def request_line(output: Any) -> dict[str, Any]:
+    """One request's ``RequestFuncOutput`` as the client measured it (seconds, its own
+    perf_counter for ``start_time``); a field this client version lacks is null."""
+    line = {name: getattr(output, name, None) for name in REQUEST_FIELDS}
+    line["itl"] = list(line["itl"] or [])
+    return line
+
+
+def _capture_requests(module: Any, current: dict[str, Any]) -> None:
+    """Keep every measured request: the client hands exactly those (warmup requests never
+    reach it, multi-turn rounds already flattened) to ``calculate_metrics``, which every
+    metric of the record comes from.  Written after the metrics are computed, so the
+    empty completions failed by ``_fail_empty_completions`` are failures here too."""
+    original = getattr(module, "calculate_metrics", None)
+    if original is None:
+        return  # a client without it: no per-request file, the runner stores none
+    signature = inspect.signature(original)
+
+    def capturing(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        path = current.get("requests_file")
+        if path:
+            outputs = signature.bind(*args, **kwargs).arguments.get("outputs") or []
+            with open(path, "w", encoding="utf-8") as out:
+                for output in outputs:
+                    out.write(json.dumps(request_line(output)) + "\n")
+        return result
+
+    module.calculate_metrics = capturing
+
+
 def _run_one(module: Any, parser: argparse.ArgumentParser, argv: list[str]) -> None:
     args = parser.parse_args(argv)
     validate = getattr(module, "_validate_parsed_gsp_args", None)
     if validate is not None:
         validate(parser, args)
     module.run_benchmark(args)
+
+
+def _log_to(path: str | None, current: dict[str, Any]) -> None:
+    """Point fds 1 and 2 (where the client's prints and logging go) at ``path``, once per new path."""
+    if not path or path == current.get("log_path"):
+        return
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(fd, 2)
+        os.dup2(fd, 1)
+    finally:
+        os.close(fd)
+    current["log_path"] = path
 
 
 def main() -> int:
@@ -203,16 +254,19 @@ def main() -> int:
         _emit(channel, event="unsupported", error=f"{type(exc).__name__}: {exc}")
         return EXIT_UNSUPPORTED
     version = getattr(importlib.import_module("sglang"), "__version__", None)
-    current: dict[str, str] = {}
+    current: dict[str, Any] = {}
     checks: dict[str, Any] = {}  # per point: what the two wrappers below corrected
     _hook_phases(module, channel, current)
     _distinct_random_ids(checks)
     _fail_empty_completions(module, checks)
+    _capture_requests(module, current)
     flags = sorted(option for action in parser._actions for option in action.option_strings)
     _emit(channel, event="ready", module=module.__name__, version=version, flags=flags)
     for line in sys.stdin:
         request = json.loads(line)
+        _log_to(request.get("log_path"), current)
         current["id"] = request["id"]
+        current["requests_file"] = request.get("requests_file")
         checks.clear()
         try:
             _run_one(module, parser, request["argv"])

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -25,6 +26,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
 ]
 ARTIFACTS = ROOT / "test-artifacts"
+# Playwright's 30 s default for actions: a page's first, cold render (every import of the
+# app's first script run) took 8 s on an idle 2-core machine and past 30 s in CI beside
+# the other worker's end-to-end runs.  Pages and contexts made by the tests wait this long.
+ACTION_TIMEOUT_MS = 90_000
 
 
 def free_port() -> int:
@@ -76,4 +81,32 @@ def screenshot(page: object, name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+    return path
+
+
+def grid_text(grid: Any) -> str:
+    """The text of a data grid (its accessible table, as screen readers see it)."""
+    grid.scroll_into_view_if_needed()
+    return " ".join(grid.locator("th, td").all_inner_texts())
+
+
+def grid_with(page: Any, needle: str) -> str:
+    """The text of the first data grid on the page that shows ``needle``."""
+    grids = page.get_by_test_id("stDataFrame")
+    for index in range(grids.count()):
+        text = grid_text(grids.nth(index))
+        if needle in text:
+            return text
+    raise AssertionError(f"no table shows {needle!r}")
+
+
+def full_screenshot(page: Any, name: str) -> Path:
+    """The whole page: Streamlit scrolls inside its own container, so the viewport is made as
+    tall as the content first."""
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(int(height) + 100, 16_000)})
+    page.wait_for_timeout(1500)
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
     return path

@@ -49,12 +49,15 @@ class LocalRayCluster:
         node.proc.wait(timeout=30)
 
     def stop(self) -> None:
+        # A warm stop, then a cold one: the cluster is thrown away with its temp dir, so
+        # a node that has not gone in 5 s is killed (a graceful Ray stop on two busy cores
+        # took ~30 s per test, all of it waiting).
         for node in reversed(list(self.nodes.values())):
             if node.proc.poll() is None:
                 os.killpg(node.proc.pid, signal.SIGTERM)
         for node in self.nodes.values():
             try:
-                node.proc.wait(timeout=20)
+                node.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.killpg(node.proc.pid, signal.SIGKILL)
                 node.proc.wait()

@@ -1,0 +1,135 @@
+"""A connection kept between accesses (db/connection.py ``keep_open``), with real DuckDB
+files and real processes: it gives way to another process at once, it never shows a
+state older than the last commit, and it leaves no WAL behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from db import Store, connection
+from db.recovery import wal_path_for
+from tests.conftest import ROOT
+from tests.support.actors import admin
+
+# The other process: reads or writes on command from stdin, one line per command, and
+# answers with one line (JSON).  It keeps its connection too, like the app and the runner.
+_PEER = """
+import json, sys, time
+from pathlib import Path
+from db import Store
+from db.connection import keep_open
+keep_open(float(sys.argv[2]))
+store = Store(Path(sys.argv[1]), lock_timeout_s=10)
+for line in sys.stdin:
+    command, _, arg = line.strip().partition(" ")
+    start = time.perf_counter()
+    if command == "write":
+        store.audit("peer", arg, None, {})
+        answer = None
+    else:
+        answer = sorted(e.action for e in store.audit_entries(reader=ADMIN, limit=1000))
+    print(json.dumps({"answer": answer, "ms": (time.perf_counter() - start) * 1000}), flush=True)
+"""
+
+
+class Peer:
+    def __init__(self, db: Path, keep_s: float) -> None:
+        code = "from tests.support.actors import admin\nADMIN = admin()\n" + _PEER
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(db), str(keep_s)], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, command: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+@pytest.fixture
+def kept(store: Store) -> Iterator[Store]:
+    """This process keeps its connection for longer than any test step takes."""
+    connection.keep_open(30)
+    try:
+        yield store
+    finally:
+        connection.keep_open(0)
+
+
+def _actions(store: Store) -> list[str]:
+    return sorted(e.action for e in store.audit_entries(reader=admin(), limit=1000))
+
+
+def test_a_kept_connection_holds_the_lock_between_accesses_and_opens_once(kept: Store, db_path: Path) -> None:
+    kept.audit("me", "first", None, {})
+    holder = connection._holder_for(db_path)
+    con = holder.con
+    assert con is not None and holder.lock.is_locked  # kept after the access
+    assert _actions(kept) == ["first"]
+    assert holder.con is con  # the next access used it: no second open
+    assert not wal_path_for(db_path).exists()  # the commit was checkpointed before keeping
+
+
+def test_reader_sees_the_writers_commit_on_its_next_access_both_keeping(kept: Store, db_path: Path) -> None:
+    """Writer and reader interleave, each keeping its connection: every commit of one is
+    in the other's next read, and each gives way to the other within a short wait."""
+    peer = Peer(db_path, keep_s=30)
+    try:
+        for i in range(5):
+            peer.ask(f"write peer-{i}")
+            assert f"peer-{i}" in _actions(kept)  # we waited for the peer to let go, then read fresh
+            kept.audit("me", f"mine-{i}", None, {})
+            seen = peer.ask("read")
+            assert f"mine-{i}" in seen["answer"]
+            assert float(seen["ms"]) < 5_000  # we let go when it waited
+        assert _actions(kept) == sorted([f"peer-{i}" for i in range(5)] + [f"mine-{i}" for i in range(5)])
+    finally:
+        peer.close()
+
+
+def test_a_kept_connection_is_let_go_after_the_idle_limit(store: Store, db_path: Path) -> None:
+    connection.keep_open(0.2)
+    try:
+        store.audit("me", "x", None, {})
+        holder = connection._holder_for(db_path)
+        assert holder.con is not None
+        deadline = time.monotonic() + 10
+        while holder.con is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert holder.con is None and not holder.lock.is_locked
+    finally:
+        connection.keep_open(0)
+    # Released: a program that ignores the waiting marker can now take the lock itself.
+    import filelock
+
+    with filelock.FileLock(str(connection.lock_path_for(db_path)), timeout=0):
+        pass
+
+
+def test_without_keep_open_every_access_closes(store: Store, db_path: Path) -> None:
+    store.audit("me", "x", None, {})
+    holder = connection._holder_for(db_path)
+    assert holder.con is None and not holder.lock.is_locked
+
+
+def test_an_error_inside_an_access_drops_the_kept_connection(kept: Store, db_path: Path) -> None:
+    kept.audit("me", "x", None, {})
+    with pytest.raises(Exception, match="no_such_table"):
+        with connection.connect(db_path, lock_timeout_s=5) as con:
+            con.execute("SELECT * FROM no_such_table")
+    holder = connection._holder_for(db_path)
+    assert holder.con is None and not holder.lock.is_locked
+    assert _actions(kept) == ["x"]  # and the next access opens afresh
