@@ -101,7 +101,17 @@ class EmulatorConfig:
             max_prefill_tokens=self.max_prefill_tokens,
             radix_cache=not self.args.get("disable_radix_cache", False),
             mixed_chunk=bool(self.args.get("enable_mixed_chunk", False)),
+            overlap_prefill_results=self.overlap_prefill_results,
         )
+
+    @property
+    def overlap_prefill_results(self) -> bool:
+        """Whether a prefill step's first tokens stream only when the next prefill step ends
+        (SGLang's overlap scheduler, emulator/scheduler.py).  Not modelled on PD servers (their
+        own event loops) nor with mixed chunks (the held prompts would ride the next step)."""
+        args = self.args
+        return not (args.get("disable_overlap_schedule") or args.get("enable_mixed_chunk")
+                    or args.get("disaggregation_mode") in ("prefill", "decode"))
 
 
 def _positive(args: dict[str, Any], key: str, default: int = 1) -> int:

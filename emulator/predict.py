@@ -81,6 +81,11 @@ def predict(isl: int, osl: int, concurrency: int, flags: EmulatorConfig | Sequen
     arriving: list[Request] = []  # follow-ups sent at the last boundary
     while len(done) < n:
         step = sched.plan()
+        released = [r for r in sched.pop_released() if r.finished]  # OSL 1: done at the first token
+        done.extend(released)
+        for _ in range(min(len(released), n - sent)):
+            arriving.append(_new_request(sent, isl, osl, now))
+            sent += 1
         if step is None:
             if not arriving:
                 raise RuntimeError("scheduler idle with requests outstanding (a prompt larger than the KV pool?)")
@@ -121,7 +126,8 @@ def estimator_setup(cfg: EmulatorConfig) -> Setup:
     """The estimator's view of a resolved emulator configuration (same timing, same limits)."""
     return Setup(timing=cfg.timing, chunked_prefill_size=cfg.chunked_prefill_size,
                  max_prefill_tokens=cfg.max_prefill_tokens, max_running_requests=cfg.max_running_requests,
-                 kv_pool_tokens=cfg.max_total_num_tokens, dp_size=1, calibration=calibration_for(cfg.gpu))
+                 kv_pool_tokens=cfg.max_total_num_tokens, dp_size=1, calibration=calibration_for(cfg.gpu),
+                 overlap_prefill_results=cfg.overlap_prefill_results)
 
 
 def steady_state(isl: int, osl: int, concurrency: int, flags: EmulatorConfig | Sequence[str]) -> dict[str, Any]:

@@ -34,11 +34,21 @@ Not modelled: data-parallel replicas (``--dp-size``) and attention-DP ranks run 
 scheduler over one GPU's KV pool (their memory arithmetic is still applied), speculative
 decoding, and priority or cache-aware (``lpm``) ordering, which all behave as FCFS here.
 
-The first output token is produced, and streamed, by the step that completes the prefill
-(SGLang: ``process_batch_result_prefill`` → ``stream_output`` in
-sglang/srt/managers/scheduler_components/batch_result_processor.py); a request ends
-after ``stop_after`` tokens (``max_new_tokens``, or an earlier emulated EOS when the
-request does not set ``ignore_eos``).
+The first output token is produced by the step that completes the prefill and streamed
+when that step's result is processed (SGLang: ``process_batch_result_prefill`` →
+``stream_output`` in sglang/srt/managers/scheduler_components/batch_result_processor.py).
+With the overlap scheduler (SGLang's default; off with ``--disable-overlap-schedule`` and
+on PD servers here) ``event_loop_overlap`` processes a batch's result only after it has
+launched the next batch (sglang/srt/managers/scheduler.py), and for two prefill batches in
+a row it does not skip that (``is_disable_overlap_for_batch``: only
+``SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP``, default off, does, "to improve the TTFT of
+the first batch").  Launching an eager prefill forward of thousands of kernels returns
+only when the device has nearly run it (the launch queue is bounded), so the prompts a
+prefill step completes stream when the *next* prefill step ends; before a decode step (one
+CUDA-graph launch) or an idle engine they stream when their own step ends.  The
+estimator applies the same rule (``domain/estimate/estimator.py``).  A request ends after
+``stop_after`` tokens (``max_new_tokens``, or an earlier emulated EOS when the request
+does not set ``ignore_eos``).
 """
 
 from __future__ import annotations
@@ -116,6 +126,9 @@ class SchedulerLimits:
     max_prefill_tokens: int
     radix_cache: bool = True
     mixed_chunk: bool = False
+    # SGLang's overlap scheduler: a prefill step's first tokens stream when the next prefill
+    # step ends (module docstring).  False for --disable-overlap-schedule, PD roles and vLLM.
+    overlap_prefill_results: bool = False
 
 
 class PrefixCache:
@@ -180,6 +193,12 @@ class Scheduler:
         self.reserved = 0
         self.cache = PrefixCache(limits.max_total_num_tokens, limits.radix_cache)
         self.counters = Counters()
+        # Prompts completed by the last prefill step whose result the overlap scheduler has
+        # not processed yet (module docstring), the end of the last step, and the held ones
+        # that plan() let go before a decode step or idleness (see pop_released).
+        self.held: list[Request] = []
+        self.last_end = 0.0
+        self._released: list[Request] = []
 
     # -- queue -------------------------------------------------------------------------------
     def enqueue(self, req: Request) -> None:
@@ -187,6 +206,8 @@ class Scheduler:
         self.waiting.append(req)
 
     def abort(self, req: Request) -> None:
+        if req in self.held:
+            self.held.remove(req)
         if req in self.waiting:
             self.waiting.remove(req)
         elif req in self.running:
@@ -255,6 +276,7 @@ class Scheduler:
         self._admit(budget, chunks)
         in_prefill = {id(r) for r, _ in chunks}
         if not chunks:
+            self._release_held()
             self._retract_if_full()
         decoders = tuple(r for r in self.running
                          if r.prefilled >= r.prefill_target and id(r) not in in_prefill)
@@ -271,15 +293,36 @@ class Scheduler:
     def apply(self, step: Step, now: float) -> list[Request]:
         """Advance the requests of ``step``, ended at ``now``; returns those that got a token."""
         emitted: list[Request] = []
+        if step.kind == "prefill":  # its launch returned only now: the last prefill's results stream
+            for req in self.held:
+                self._emit(req, now, emitted)
+            self.held = []
         for req, n in step.chunks:
             req.prefilled += n
             if req.prefilled >= req.prefill_target:
                 self.counters.prompt_tokens += req.prompt_len if req.first_token_at is None else 0
                 self.counters.cached_tokens += req.cached if req.first_token_at is None else 0
-                self._emit(req, now, emitted)
+                if self.limits.overlap_prefill_results:
+                    self.held.append(req)
+                else:
+                    self._emit(req, now, emitted)
         for req in step.decoders:
             self._emit(req, now, emitted)
+        self.last_end = now
         return emitted
+
+    def _release_held(self) -> None:
+        """The next step is a decode step (or none): the overlap scheduler processes the held
+        prefill results right after its quick launch, i.e. when their own step ended."""
+        for req in self.held:
+            self._emit(req, self.last_end, self._released)
+        self.held = []
+
+    def pop_released(self) -> list[Request]:
+        """The held requests that :meth:`plan` let go (their token is stamped at the end of
+        the step that produced it); the caller wakes their streams."""
+        out, self._released = self._released, []
+        return out
 
     def _emit(self, req: Request, now: float, emitted: list[Request]) -> None:
         if req.finished:  # aborted while its step ran

@@ -138,6 +138,7 @@ class StepLoop:
         free_at: float | None = None  # when the device finished its last step, if busy since
         while True:
             step = None if self.stalled else self.scheduler.plan()
+            self._wake_streams(self.scheduler.pop_released())
             if step is None:
                 free_at = None
                 self._wake.clear()
@@ -157,6 +158,12 @@ class StepLoop:
             self._finish(step, end)
             free_at = end
 
+    def _wake_streams(self, emitted: list[Request]) -> None:
+        for req in emitted:
+            event = self._events.get(id(req))
+            if event is not None:
+                event.set()
+
     def wall_s(self, step: Step) -> float:
         """Wall seconds ``step`` takes: its device time × the time scale, stretched while cold."""
         warm = step.duration_s * self.time_scale
@@ -165,9 +172,6 @@ class StepLoop:
     def _finish(self, step: Step, end: float) -> None:
         self.steps += 1
         self.last_output_at = time.monotonic()
-        for req in self.scheduler.apply(step, end):
-            event = self._events.get(id(req))
-            if event is not None:
-                event.set()
+        self._wake_streams(self.scheduler.apply(step, end))
         for hook in self.step_hooks:
             hook(step, end)

@@ -68,3 +68,45 @@ def test_replay_and_estimator_agree_on_multi_step_prefill(flags: list[str], isl:
     assert sim.median_ttft_ms == pytest.approx(est.ttft_ms, rel=TOLERANCE)
     assert sim.median_tpot_ms == pytest.approx(est.tpot_ms, rel=TOLERANCE)
     assert sim.output_throughput == pytest.approx(est.output_tok_s, rel=TOLERANCE)
+
+
+def _first_tokens(flags: list[str], prompts: int, isl: int) -> tuple[list[float], list[float]]:
+    """(end of each prefill step, each prompt's first-token time) of one round on a clock
+    that advances by the steps' own durations."""
+    cfg = config_from_argv([*M30, *flags])
+    sched = Scheduler(cfg.timing, cfg.scheduler_limits())
+    reqs = [Request(f"r{i}", [(i * 7919 + j) % 50_000 for j in range(isl)], max_new_tokens=4, stop_after=4,
+                    arrival=0.0) for i in range(prompts)]
+    for req in reqs:
+        sched.enqueue(req)
+    now, prefill_ends = 0.0, []
+    while (step := sched.plan()) is not None:
+        sched.pop_released()
+        now += step.duration_s
+        sched.apply(step, now)
+        if step.kind == "prefill":
+            prefill_ends.append(now)
+    return prefill_ends, [r.first_token_at or -1.0 for r in reqs]
+
+
+def test_overlap_scheduler_streams_a_prefill_steps_tokens_when_the_next_prefill_step_ends() -> None:
+    """SGLang's event_loop_overlap processes a batch's result after launching the next one,
+    also between two prefill batches (emulator/scheduler.py): r0, done in step 0, streams at
+    the end of step 1; r1 (step 1) at the end of step 2; r2, done in the round's last prefill
+    step, when its own step ends (a decode step follows).  With --disable-overlap-schedule
+    each streams when its own step ends; the estimator applies the same two rules."""
+    ends, first = _first_tokens(["--chunked-prefill-size", "4096"], 3, 3000)
+    assert len(ends) == 3
+    assert first == [ends[1], ends[2], ends[2]]
+    ends_off, first_off = _first_tokens(["--chunked-prefill-size", "4096", "--disable-overlap-schedule"], 3, 3000)
+    assert first_off == ends_off
+    for flags in ([], ["--disable-overlap-schedule"]):
+        cfg = config_from_argv([*M30, "--chunked-prefill-size", "4096", *flags])
+        est = estimate_point(estimator_setup(cfg), 3000, 4, 3)
+        streamed = first if not flags else first_off
+        assert est.ttft_ms == pytest.approx(sorted(streamed)[1] * 1e3)  # the median of the three
+
+
+def test_a_single_step_round_streams_when_its_step_ends_either_way() -> None:
+    ends, first = _first_tokens([], 2, 1000)
+    assert len(ends) == 1 and first == [ends[0], ends[0]]

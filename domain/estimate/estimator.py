@@ -13,9 +13,14 @@ ISL/OSL, infinite request rate) against one engine replica, built from the step 
    ``chunked_prefill_size`` truncates, ``max_prefill_tokens`` only stops admission), then
    all B decode OSL − 1 steps together over an average context of ``B·(ISL + OSL/2)``
    tokens.
-3. **Per request.**  A prompt's first token comes when the prefill step that completes it
-   ends (SGLang streams it then); its TPOT is ``(round end − first token)/(OSL − 1)``, so
-   the prompts that finish early carry the rest of the round's prefill in their TPOT.
+3. **Per request.**  A prompt's first token is produced by the prefill step that completes
+   it and streams when that step's result is processed: with SGLang's overlap scheduler
+   (its default) when the *next* prefill step of the round ends, or when its own step ends
+   if it was the round's last (a decode step follows) or with
+   ``--disable-overlap-schedule`` or ``--enable-mixed-chunk`` (the rule and its source:
+   emulator/scheduler.py, which streams by the same rule).  Its TPOT is
+   ``(round end − first token)/(OSL − 1)``, so the prompts that stream early carry the rest
+   of the round's prefill in their TPOT.
    TTFT and TPOT are the medians of those over the B requests of a round (every round is
    the same with fixed lengths).  Requests beyond B queue for ``(c − B)/B`` rounds on
    average, which adds to their TTFT.  The median ITL is one decode step.
@@ -69,6 +74,7 @@ class Setup:
     kv_pool_tokens: int
     dp_size: int
     calibration: Calibration
+    overlap_prefill_results: bool = True  # SGLang's overlap scheduler (module docstring, step 3)
 
     def with_constants(self, constants: TimingConstants) -> Setup:
         return replace(self, timing=replace(self.timing, constants=constants))
@@ -156,9 +162,10 @@ def setup_for(model_path: str, gpu_type: str, server_args: Mapping[str, object],
         model, quantization if isinstance(quantization, str) else None, tp) * tp / model.total_params
     timing = TimingModel(model=model, gpu=gpu, tp_size=tp, cell_bytes=memory.kv_cell_bytes, weight_bytes=weight_bytes,
                          cuda_graph_max_bs=graph_bs, ceilings=calibration.ceilings, constants=calibration.constants)
+    overlap = not (server_args.get("disable-overlap-schedule") is True or server_args.get("enable-mixed-chunk") is True)
     return Setup(timing=timing, chunked_prefill_size=chunked, max_prefill_tokens=max_prefill,
                  max_running_requests=running, kv_pool_tokens=memory.max_total_num_tokens, dp_size=dp,
-                 calibration=calibration)
+                 calibration=calibration, overlap_prefill_results=overlap)
 
 
 def setup_from_plan(plan: RunPlan) -> Setup:
@@ -255,6 +262,11 @@ def _mixed_point(setup: Setup, isl: int, osl: int, concurrency: int, per_replica
     )
 
 
+def _streamed_at(step_ends: list[float], step: int, overlap: bool) -> float:
+    """When the first tokens of the prompts that prefill step ``step`` completes stream."""
+    return step_ends[step + 1] if overlap and step + 1 < len(step_ends) else step_ends[step]
+
+
 def estimate_point(setup: Setup, isl: int, osl: int, concurrency: int) -> PointEstimate:
     """The closed form of the module docstring for one (ISL, OSL, concurrency)."""
     per_replica = math.ceil(concurrency / max(1, setup.dp_size))
@@ -270,11 +282,11 @@ def estimate_point(setup: Setup, isl: int, osl: int, concurrency: int) -> PointE
     decode_steps = max(0, osl - 1)
     round_s = prefill_s + decode_steps * decode.total_s
     queued_s = max(0, per_replica - batch) / batch * round_s
-    # A prompt's first token streams when the step that completes it ends (SGLang's
-    # process_batch_result_prefill → stream_output, sglang/srt/managers/scheduler_components/
-    # batch_result_processor.py), not when the round's last prompt is in; its TPOT then
-    # carries the rest of the round's prefill: (round end − first token) / (OSL − 1).
-    first_s = [step_ends[i] for i in finished_in]
+    # A prompt's first token streams when its step's result is processed (SGLang's
+    # process_batch_result_prefill → stream_output): with the overlap scheduler after the next
+    # prefill step has run, else when its own step ends (module docstring, step 3).  Its TPOT
+    # then carries the rest of the round's prefill: (round end − first token) / (OSL − 1).
+    first_s = [_streamed_at(step_ends, i, setup.overlap_prefill_results) for i in finished_in]
     ttft_s = statistics.median(first_s) + queued_s
     tpot_s = statistics.median((round_s - f) / decode_steps for f in first_s) if decode_steps else 0.0
     shares = _shares(prefill_steps, decode, decode_steps)

@@ -84,12 +84,12 @@ class TimingConstants:
     """The fitted constants of the module docstring (defaults: SGLang on H200, see calibration.yaml)."""
 
     decode_overhead_per_layer_s: float = 1.3e-4  # c_d
-    prefill_overhead_per_layer_s: float = 3.8e-5  # c_p
+    prefill_overhead_per_layer_s: float = 4.4e-4  # c_p
     eager_per_layer_s: float = 5.0e-5  # c_eager: not fitted (the measurements all ran with CUDA graphs)
-    weights_bw_fraction: float = 0.56  # η_w
-    kv_bw_fraction: float = 0.071  # η_kv
+    weights_bw_fraction: float = 0.98  # η_w
+    kv_bw_fraction: float = 0.061  # η_kv
     gemm_fraction: float = 0.29  # μ
-    attention_fraction: float = 0.037  # μ_a
+    attention_fraction: float = 0.055  # μ_a
     allreduce_latency_s: float = 1.0e-5  # α: not fitted (see calibration.yaml)
     link_bytes_per_s: float = 450e9  # B_link: NVLink 4, one way (not fitted)
 
