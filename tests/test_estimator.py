@@ -154,7 +154,8 @@ def _emulator_argv(row: Measured) -> list[str]:
 def test_the_emulator_runs_the_estimators_model() -> None:
     """The emulator's scheduler, on a virtual clock, lands within 15 % of the estimator for
     every measured configuration, those whose round prefills in several steps included (both
-    stream a prompt's first token when the step that completes it ends)."""
+    stream a prompt's first token by the overlap scheduler's rule: when the next prefill step
+    of the round ends, emulator/scheduler.py)."""
     rows = load_measured("sglang")
     assert sum(r.isl * r.concurrency > 8192 for r in rows) >= 8  # multi-step prefill rounds
     for row in rows:
