@@ -127,10 +127,14 @@ def _open(page: Page, url: str, query: str) -> None:
 
 
 
+def _table_label(page: Page, title: str) -> Locator:
+    """A metric table's bold label; the charts' axis titles (SVG text) say the same words."""
+    return page.locator("strong").filter(has_text=re.compile(f"^{re.escape(title)}$"))
+
+
 def _grid_after(page: Page, title: str) -> str:
-    """The text of the first data grid after the text ``title`` (a metric table's label)."""
-    return grid_text(page.get_by_text(title, exact=True).locator(
-        "xpath=following::*[@data-testid='stDataFrame'][1]"))
+    """The text of the first data grid after the table label ``title``."""
+    return grid_text(_table_label(page, title).locator("xpath=following::*[@data-testid='stDataFrame'][1]"))
 
 
 
@@ -160,7 +164,7 @@ def test_percentile_selector_switches_the_tables_column(compare_app, browser: Br
     _open(page, url, f"baseline={runs['base']}&runs={runs['fp8']}&lang=en")
     median = _grid_after(page, "TTFT p50 (ms)")
     page.get_by_text("p90", exact=True).click()
-    expect(page.get_by_text("TTFT p90 (ms)", exact=True)).to_be_visible(timeout=30_000)
+    expect(_table_label(page, "TTFT p90 (ms)")).to_be_visible(timeout=30_000)
     expect(page.get_by_text("TTFT p50 (ms)", exact=True)).to_have_count(0)
     assert "stat=p90" in page.url
     # The emulated runs' records and samples carry p90: a column of values, not the medians.

@@ -7,8 +7,9 @@ repository) give TTFT and TPOT of Qwen3-235B-A22B-FP8 on H200 for SGLang 0.5.6.p
 
 :func:`fit` minimises the squared log errors of TTFT and TPOT over the seven constants
 the physics leaves open (``domain/estimate/step_time.py``: c_d, c_p, η_w, η_kv, μ, μ_a),
-each bounded to what is physically possible (a fraction of a ceiling is at most 1),
-with scipy's ``least_squares`` from a few starting points.
+each bounded to what is physically possible (a fraction of a ceiling is at most 1, a
+layer's fixed prefill cost at most 0.5 ms), with scipy's ``least_squares`` from eleven
+starting points (three fixed, eight seeded).
 
 :func:`cross_validate` reports the error that matters: **leave one ISL group out** (fit on
 the other groups, predict the held-out one), so no point is ever scored by constants that
@@ -38,13 +39,22 @@ MODEL = "Qwen/Qwen3-235B-A22B-FP8"
 # name: (lower, upper) bound of each fitted constant
 FITTED: dict[str, tuple[float, float]] = {
     "decode_overhead_per_layer_s": (1e-6, 1e-3),
-    "prefill_overhead_per_layer_s": (1e-6, 5e-3),
+    # A layer of eager prefill costs the host some 30-50 kernel launches (~10 µs each): past
+    # 0.5 ms a layer the "fixed cost" would stand in for something else.  Without this bound the
+    # rows fit about as well (cost 0.464 against 0.469) with 1.5 ms a layer, 143 ms a step, and
+    # GEMMs at 84 % of peak: the rows cannot tell a fixed cost from a slower GEMM, physics can.
+    "prefill_overhead_per_layer_s": (1e-6, 5e-4),
     "weights_bw_fraction": (0.05, 1.0),
     "kv_bw_fraction": (0.005, 1.0),
     "gemm_fraction": (0.02, 1.0),
     "attention_fraction": (0.005, 1.0),
 }
-STARTS = (0.2, 0.5, 0.8)  # where in each log-range the multi-start begins
+STARTS = (0.2, 0.5, 0.8)  # where in each log-range the multi-start begins ...
+# ... and this many more, drawn with a fixed seed: the step-time model is piecewise (max terms,
+# whole prefill steps), so a start can end in a local minimum, and which one depends on the
+# machine's floating point; 8 more starts gave the same optimum as 20 and 40 (2026-12-02).
+RANDOM_STARTS = 8
+SEED = 0
 
 
 @dataclass(frozen=True)
@@ -109,10 +119,13 @@ def fit(rows: Sequence[Measured]) -> TimingConstants:
     setups = [row_setup(r) for r in rows]
     low = np.log([b[0] for b in FITTED.values()])
     high = np.log([b[1] for b in FITTED.values()])
+    rng = np.random.default_rng(SEED)
+    starts = [low + s * (high - low) for s in STARTS]
+    starts += [low + rng.random(len(low)) * (high - low) for _ in range(RANDOM_STARTS)]
     results = [
-        least_squares(_residuals, low + start * (high - low), bounds=(low, high), args=(setups, rows),
+        least_squares(_residuals, start, bounds=(low, high), args=(setups, rows),
                       method="trf", x_scale=1.0, diff_step=1e-3)
-        for start in STARTS
+        for start in starts
     ]
     best = min(results, key=lambda result: result.cost)
     return _constants(best.x, setups[0].timing.constants)

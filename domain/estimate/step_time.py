@@ -86,7 +86,7 @@ class TimingConstants:
     decode_overhead_per_layer_s: float = 1.3e-4  # c_d
     prefill_overhead_per_layer_s: float = 4.4e-4  # c_p
     eager_per_layer_s: float = 5.0e-5  # c_eager: not fitted (the measurements all ran with CUDA graphs)
-    weights_bw_fraction: float = 0.98  # η_w
+    weights_bw_fraction: float = 0.67  # η_w
     kv_bw_fraction: float = 0.061  # η_kv
     gemm_fraction: float = 0.29  # μ
     attention_fraction: float = 0.055  # μ_a
