@@ -223,23 +223,22 @@ class Metrics:
         self.queue = Histogram("sglang:queue_time_seconds", "Time spent waiting in the queue in seconds.",
                                list(sched_labels), registry=self.registry, buckets=E2E_BUCKETS).labels(**sched_labels)
         step_loop.step_hooks.append(self.reporter.observe_step)
-        step_loop.step_hooks.append(self.observe_step)
+        step_loop.token_hooks.append(self.observe_tokens)
 
     def _stream(self, req: Request) -> dict[str, str]:
         return {**self.labels, "is_streaming": "true" if req.stream else "false"}
 
-    def observe_step(self, step: Step, now: float) -> None:
-        for req, _ in step.chunks:
-            if req.first_token_at == now and req.generated == 1:  # prefill completed in this step
-                self.ttft.labels(**self._stream(req)).observe(now - req.arrival)
+    def observe_tokens(self, emitted: list[Request]) -> None:
+        """Per request, when its token streams (the tokenizer manager observes them then)."""
+        for req in emitted:
+            if req.generated == 1 and req.first_token_at is not None:
+                self.ttft.labels(**self._stream(req)).observe(req.first_token_at - req.arrival)
                 if req.admitted_at is not None:
                     self.queue.observe(req.admitted_at - req.arrival)
-        emitted = [r for r, _ in step.chunks if r.last_token_at == now] + list(step.decoders)
-        for req in emitted:
-            if req.prev_token_at is not None:
-                self.itl.observe(now - req.prev_token_at)
-            if req.finished_at == now:
-                self._observe_finished(req, now)
+            if req.prev_token_at is not None and req.last_token_at is not None:
+                self.itl.observe(req.last_token_at - req.prev_token_at)
+            if req.finished_at is not None:
+                self._observe_finished(req, req.finished_at)
 
     def _observe_finished(self, req: Request, now: float) -> None:
         """The tokenizer manager counts a request's tokens once, when it finishes."""

@@ -86,6 +86,9 @@ class StepLoop:
         # SGLang's tokenizer_manager.last_receive_tstamp: /health_generate counts any output since it began.
         self.last_output_at = time.monotonic()
         self.step_hooks: list[Callable[[Step, float], None]] = []  # metrics, batch log lines
+        # Called with the requests that just got a token streamed (a prefill's first token may
+        # stream a step later than the step that made it: emulator/scheduler.py).
+        self.token_hooks: list[Callable[[list[Request]], None]] = []
         self._wake = asyncio.Event()
         self._events: dict[int, asyncio.Event] = {}
         self._gen_marks: deque[tuple[float, int]] = deque()
@@ -163,6 +166,9 @@ class StepLoop:
             event = self._events.get(id(req))
             if event is not None:
                 event.set()
+        if emitted:
+            for hook in self.token_hooks:
+                hook(emitted)
 
     def wall_s(self, step: Step) -> float:
         """Wall seconds ``step`` takes: its device time × the time scale, stretched while cold."""
