@@ -130,7 +130,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
 
         # The queue and runs page lists both.
         page.goto(f"{url}/runs")
-        expect(page.get_by_text("Runner hosts")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Runner hosts", exact=True)).to_be_visible(timeout=60_000)
         _settle_tables(page)
         screenshot(page, "runs-en")
 
@@ -150,7 +150,8 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         expect(page.get_by_role("heading", name="構成を作成してキューに入れる")).to_be_visible(timeout=60_000)
         screenshot(page, "build-duplicated-ja")
         page.goto(f"{url}/runs?lang=ja")
-        expect(page.get_by_text("ランナーホスト")).to_be_visible(timeout=60_000)
+        # The heading, not the hosts table's header row (its accessible text holds the same word).
+        expect(page.get_by_text("ランナーホスト", exact=True)).to_be_visible(timeout=60_000)
         _settle_tables(page)
         screenshot(page, "runs-ja")
         # The succeeded run in Japanese, down to its "why not N×" split.
