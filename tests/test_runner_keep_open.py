@@ -46,8 +46,8 @@ def _lock_free_now(lock_path: Path) -> bool:
     return True
 
 
-def _probe(lock_path: Path) -> tuple[float, float]:
-    """(the share of probes that found the lock free, the longest run of held probes in s)."""
+def _probe(lock_path: Path) -> tuple[int, int, float]:
+    """(probes that found the lock free, probes, the longest run of held probes in s)."""
     free = probes = 0
     longest = 0.0
     deadline = time.monotonic() + PROBE_S
@@ -59,7 +59,7 @@ def _probe(lock_path: Path) -> tuple[float, float]:
             held_since = time.monotonic()
         longest = max(longest, time.monotonic() - held_since)
         time.sleep(PROBE_EVERY_S)
-    return free / probes, longest
+    return free, probes, longest
 
 
 @pytest.fixture
@@ -80,10 +80,11 @@ def test_the_daemon_holds_the_lock_between_passes_and_lets_a_waiting_reader_in(
         store: Store, db_path: Path, daemon: subprocess.Popen[str]) -> None:
     assert POLL_S < KEEP_IDLE_S  # otherwise a kept connection is let go between passes anyway
     lock_path = lock_path_for(db_path)
-    free_share, longest_held = _probe(lock_path)
+    free, probes, longest_held = _probe(lock_path)
     # Held across passes: the lock was (nearly) never free (a probe may find it free once,
-    # right after the fixture's own read), and held for most of the window in one stretch.
-    assert free_share < 0.08, free_share
+    # right after the fixture's own read: on a loaded host a 3 s window may hold only a dozen
+    # probes, so once is allowed whatever the count), and held for most of the window in one stretch.
+    assert free <= max(1, 0.08 * probes), (free, probes)
     assert longest_held > 0.6 * PROBE_S, longest_held
     # A reader through the Store waits, marks itself, and is let in: each read within a
     # bound that is the hand-over (_WATCH_S = 5 ms, a close) plus its own access, not the
