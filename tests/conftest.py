@@ -27,19 +27,24 @@ def pytest_configure(config: pytest.Config) -> None:
     expect.set_options(timeout=BROWSER_EXPECT_TIMEOUT_MS)
 
 
-# A browser test drives a live Streamlit app from another process.  On CI's two cores, with two
-# test workers and the app, runner and emulators all busy, a page can still be mid-rerun when the
-# harness acts, and four such races showed up in three fresh runs of this suite on a new machine,
-# each in a different test, each passing alone and in the next run.  A browser test therefore
-# gets one rerun: the first failure is still printed (pytest-rerunfailures lists it as a rerun),
-# and a test that fails twice fails.  No other test is rerun.
-BROWSER_RERUNS = 1
+# Browser tests drive a live Streamlit app from another process, and slow tests run the runner,
+# the bench client and emulators as real subprocesses against real timeouts.  On CI's two cores,
+# with two test workers and all of those busy, the harness can act at a moment the host has not
+# reached yet: four fresh runs of this suite on a new machine each failed one or two different
+# tests, none the same twice, each passing alone and in the next run (four browser tests racing
+# a Streamlit rerun, a lock probe over a dozen probes, a runner stopped after its short run had
+# ended).  Each of those is fixed at its source; beyond that, a browser or slow test gets one
+# rerun.  The first failure is still printed (pytest-rerunfailures lists it as a rerun), a test
+# that fails twice fails, and no other test is rerun.
+RERUNS = 1
+RERUN_MARKS = ("browser", "slow")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("browser") is not None and item.get_closest_marker("flaky") is None:
-            item.add_marker(pytest.mark.flaky(reruns=BROWSER_RERUNS, reruns_delay=2))
+        rerun = any(item.get_closest_marker(mark) is not None for mark in RERUN_MARKS)
+        if rerun and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=RERUNS, reruns_delay=2))
 
 
 @pytest.fixture

@@ -303,7 +303,9 @@ def test_a_foreign_gpu_process_appearing_after_the_claim_stops_the_launch(
 @pytest.mark.sglang
 @pytest.mark.slow
 def test_a_runner_stopped_past_its_lease_is_fenced_when_it_resumes(store: Store, env: dict[str, str]) -> None:
-    plan = small_plan(benchmark={"scenarios": [{"name": "s", "input_len": 64, "output_len": 128}],
+    # Long enough that the stop lands mid-run on a loaded host (with 128 tokens the run once
+    # finished before the stop did: one attempt, nothing to fence).
+    plan = small_plan(benchmark={"scenarios": [{"name": "s", "input_len": 64, "output_len": 384}],
                                  "concurrency": [1, 2], "num_prompts": "4x", "warmup": "1x"})
     run_id, _ = store.submit_run(plan, submitted_by=operator("alice"))
     first = runner_env(env)
