@@ -17,6 +17,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.runner_gaps import real_exposition
 from domain.core.settings import get_settings
 from domain.flags.schema import SCHEMA_DIR
 from emulator.testing import running_emulator
@@ -130,6 +131,25 @@ def test_a_full_sglang_exposition_parses_the_same_with_its_buckets_skipped(sglan
     # The scheduler's retraction and CUDA-graph pass counters, by their 0.5.23 names and labels.
     assert scheduler_counter_totals(kept_series(sglang_exposition)) == {
         "retracted_requests_total": 3.0, "graph_decode_passes_total": 8.0, "eager_decode_passes_total": 2.0}
+
+
+def test_the_benchmarks_dp8_exposition_is_sglangs_own_and_reads_the_same(tmp_path: Path) -> None:
+    """The sampler's CPU benchmark serves what SGLang's collectors write for a DP-attention
+    server over 8 ranks (runner/sglang_side/metrics_exposition.py): every family the runner
+    keeps is there once per rank, under SGLang's own published labels, and the fast path
+    reads it as the Prometheus parser does."""
+    if not SGLANG_PYTHON.exists():
+        pytest.skip("the SGLang environment .venv-sglang is not installed")
+    body = real_exposition(tmp_path, SGLANG_PYTHON, dp_size=8)
+    assert body is not None
+    text = body.decode()
+    assert text.count("_bucket{") > 2000  # the histograms a real server carries, per rank
+    _same_series(text)
+    series = kept_series(body)
+    for name in (*SERVER_GAUGES, *SERVER_COUNTERS, *SCHEDULER_COUNTERS):
+        assert any(s.name == name for s in series), name
+    ranks = {s.labels.get("dp_rank") for s in series if s.name == "sglang:num_running_reqs"}
+    assert ranks == {str(r) for r in range(8)}
 
 
 def test_scheduler_counters_count_each_dp_replica_once() -> None:
