@@ -2,9 +2,9 @@
 
 The app is started as ``make run`` starts it (``scripts/serve_app.py``, local sign-in,
 English) on a free loopback port against a synthetic store (``bench/synthetic.py``, every
-run given a real plan so that the run page renders it as it would a queued one).  Each
-page is opened by URL in a fresh tab, as a link or a reload opens it, and timed from
-navigation start (``performance.now()`` in the page) to:
+run given a real plan so that the run page renders it as it would a queued one).  One
+browser context serves every tab, so the browser's cache is kept as a user's is.  Each
+page is timed three ways, from the user's action (``performance.now()`` in the page) to:
 
 - **first content**: the page's own main element is on screen (``FIRST_CONTENT``: the
   runs table, the form's button, the compare page's metrics table, ...);
@@ -15,9 +15,24 @@ navigation start (``performance.now()`` in the page) to:
   an element whose code is still loading (charts, tables): the user sees a placeholder.
   The window is short because the live pages rerun a fragment every 2–3 s.
 
-**Cold** is the first visit of that page after the app process started (its caches
-empty); **warm** is the median of 5 further visits.  Pages are visited in menu order, so a
-page's cold visit may profit from what an earlier page cached (the runs list, the store).
+The three visits:
+
+- **cold**: the first visit of that page after the app process started (its caches
+  empty), by URL in a fresh tab (a new Streamlit session, Streamlit's scripts loaded and
+  its websocket opened first), in a browser that has opened the app before: an earlier
+  app process on the same port was visited once, then stopped;
+- **reload**: the median of 5 more such fresh-tab visits;
+- **in app** (warm): the median of 5 returns to the page inside the open app, as a user
+  moves between pages: from the page, the sidebar's link to another page, then the
+  browser's Back button, which Streamlit answers in the same tab and session with the
+  page and its query string (the compare page's selection, the run page's run).  The
+  other page is the Imports page (no table or chart, so nothing of it can pass for the
+  measured page's content), or the Overview when the Imports page is measured.
+
+``FLOOR`` is a one-page Streamlit app showing a ten-row table, measured the same three
+ways: what Streamlit itself costs on this machine before benchdeck does anything.
+Pages are visited in menu order, so a page's cold visit may profit from what an earlier
+page cached (the runs list, the store).
 """
 
 from __future__ import annotations
@@ -25,10 +40,12 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +58,7 @@ from domain.plan.run_plan import RunPlan
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.support is not a package of the app
 
-from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, running_app  # noqa: E402
+from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, _wait_healthy, free_port, running_app  # noqa: E402
 
 WARM_VISITS = 5
 _STABLE_MS = 100
@@ -61,30 +78,34 @@ FIRST_CONTENT = {
     "imports": '[data-testid="stMain"] [data-testid="stFileUploader"]',
 }
 
-# Installed in every page before its scripts: stamps first content and settled in
-# window.__bd, so that the timing does not depend on how often Python polls.
+# Installed in every page before its scripts: window.__bdStart(first, stableMs, t0) stamps
+# first content and settled in window.__bd, relative to t0 (0: navigation start), so that
+# the timing does not depend on how often Python polls.  Called again for an in-app visit.
 _PROBE = """
-(() => {
-  const firstSel = %s;
-  const stableMs = %d;
-  window.__bd = {first: null, settled: null, error: false};
+window.__bdStart = (firstSel, stableMs, t0) => {
+  const bd = {first: null, settled: null, error: false};
+  window.__bd = bd;
   let since = null;
   const tick = () => {
+    if (window.__bd !== bd) return;  // re-armed for another visit
     const now = performance.now();
-    if (window.__bd.first === null && document.querySelector(firstSel)) window.__bd.first = now;
-    if (document.querySelector('[data-testid="stException"]')) window.__bd.error = true;
+    if (bd.first === null && document.querySelector(firstSel)) bd.first = now - t0;
+    if (document.querySelector('[data-testid="stException"]')) bd.error = true;
     const app = document.querySelector('[data-testid="stApp"]');
-    const idle = (window.__bd.first !== null || window.__bd.error)
+    const idle = (bd.first !== null || bd.error)
       && app && app.getAttribute('data-test-script-state') === 'notRunning'
       && !document.querySelector('[data-testid="stSkeleton"]') && !document.querySelector('[data-stale="true"]');
     if (!idle) { since = null; }
     else if (since === null) { since = now; }
-    else if (window.__bd.settled === null && now - since >= stableMs) { window.__bd.settled = since; return; }
+    else if (bd.settled === null && now - since >= stableMs) { bd.settled = since - t0; return; }
     setTimeout(tick, 10);
   };
   tick();
-})();
+};
 """
+_ARM_AT_LOAD = "window.__bdStart(%s, %d, 0);"
+# An in-app return: armed, then the browser's Back in the same task, so t0 is the click.
+_ARM_AND_GO_BACK = "([sel, ms]) => { window.__bdStart(sel, ms, performance.now()); history.back(); }"
 
 
 @dataclass(frozen=True)
@@ -92,6 +113,13 @@ class Visit:
     first_s: float
     settled_s: float
     error: bool = False  # the page showed an exception (st.exception box): its times are not the page's
+
+
+@dataclass(frozen=True)
+class PageTimes:
+    cold: Visit
+    reload: list[Visit]
+    in_app: list[Visit]
 
 
 def build_store(db: Path, *, runs: int, points_per_run: int) -> Store:
@@ -119,20 +147,50 @@ def page_urls(base: str, store: Store) -> dict[str, str]:
     }
 
 
-def visit(browser: Any, name: str, url: str) -> Visit:
-    """One visit in a fresh tab (a new Streamlit session, the browser's cache kept)."""
+# The sidebar link each in-app visit leaves by (href ends with it), and what shows it arrived.
+_AWAY = {"default": ("/imports", FIRST_CONTENT["imports"]), "imports": ("/", FIRST_CONTENT["overview"])}
+
+
+def _stamps(page: Any) -> Visit:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.add_init_script(_PROBE % (repr(FIRST_CONTENT[name]), _STABLE_MS))
+        page.wait_for_function("window.__bd && window.__bd.settled !== null", timeout=_TIMEOUT_MS, polling=100)
+    except PlaywrightTimeout:
+        pass  # reported as a time of "nan": the page never settled within the timeout
+    stamps = page.evaluate("window.__bd")
+    return Visit(_seconds(stamps["first"]), _seconds(stamps["settled"]), bool(stamps["error"]))
+
+
+def visit(context: Any, name: str, url: str, first: str | None = None) -> Visit:
+    """One visit in a fresh tab of ``context`` (a new Streamlit session; the browser's
+    cache is the context's, kept between tabs as a user's browser keeps it)."""
+    page = context.new_page()
+    try:
+        page.add_init_script(_PROBE + _ARM_AT_LOAD % (repr(first or FIRST_CONTENT[name]), _STABLE_MS))
         page.goto(url, wait_until="commit")
-        try:
-            page.wait_for_function("window.__bd && window.__bd.settled !== null", timeout=_TIMEOUT_MS, polling=100)
-        except PlaywrightTimeout:
-            pass  # reported as a time of "nan": the page never settled within the timeout
-        stamps = page.evaluate("window.__bd")
-        return Visit(_seconds(stamps["first"]), _seconds(stamps["settled"]), bool(stamps["error"]))
+        return _stamps(page)
+    finally:
+        page.close()
+
+
+def visits_in_app(context: Any, name: str, url: str, times: int, first: str | None = None) -> list[Visit]:
+    """``times`` returns to the page in one open tab: away by the sidebar, back by Back."""
+    sel = first or FIRST_CONTENT[name]
+    href, away_sel = _AWAY.get(name, _AWAY["default"])
+    page = context.new_page()
+    try:
+        page.add_init_script(_PROBE + _ARM_AT_LOAD % (repr(sel), _STABLE_MS))
+        page.goto(url, wait_until="commit")
+        _stamps(page)
+        out = []
+        for _ in range(times):
+            page.evaluate("([sel, ms]) => window.__bdStart(sel, ms, performance.now())", [away_sel, _STABLE_MS])
+            page.locator(f'[data-testid="stSidebarNav"] a[href$="{href}"]').first.click()
+            _stamps(page)
+            page.evaluate(_ARM_AND_GO_BACK, [sel, _STABLE_MS])
+            out.append(_stamps(page))
+        return out
     finally:
         page.close()
 
@@ -148,16 +206,88 @@ def _env(db: Path, tmp: Path) -> dict[str, str]:
     return env
 
 
-def measure(db: Path, tmp: Path, store: Store) -> Iterator[tuple[str, Visit, list[Visit]]]:
-    """Per page, as measured: its cold visit and its warm ones."""
+def _browser_context(pw: Any) -> tuple[Any, Any]:
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    # One context for every tab: Playwright's browser.new_page() makes a new context (an
+    # empty cache) per page, which would load Streamlit's 4 MB of scripts anew each visit
+    # as no user's browser does.
+    return browser, browser.new_context(viewport={"width": 1400, "height": 1000})
+
+
+def _page_times(context: Any, name: str, url: str, first: str | None = None) -> PageTimes:
+    cold = visit(context, name, url, first)
+    reload = [visit(context, name, url, first) for _ in range(WARM_VISITS)]
+    return PageTimes(cold, reload, visits_in_app(context, name, url, WARM_VISITS, first))
+
+
+def _prime(context: Any, url: str, first: str) -> None:
+    """One visit, so that the browser holds Streamlit's scripts as a user's browser that
+    has opened the app before does (HTTP cache and compiled code, per origin)."""
+    visit(context, "", url, first)
+
+
+def measure(db: Path, tmp: Path, store: Store) -> Iterator[tuple[str, PageTimes]]:
+    """Per page, as measured.  The app is started twice on one port: the first process
+    only primes the browser, the second is measured from its start (caches empty)."""
     from playwright.sync_api import sync_playwright
 
-    with running_app(_env(db, tmp), timeout_s=120) as base, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    port = free_port()
+    with sync_playwright() as pw:
+        browser, context = _browser_context(pw)
         try:
-            for name, url in page_urls(base, store).items():
-                cold = visit(browser, name, url)
-                yield name, cold, [visit(browser, name, url) for _ in range(WARM_VISITS)]
+            with running_app(_env(db, tmp), timeout_s=120, port=port) as base:
+                _prime(context, f"{base}/imports", FIRST_CONTENT["imports"])
+            with running_app(_env(db, tmp), timeout_s=120, port=port) as base:
+                for name, url in page_urls(base, store).items():
+                    yield name, _page_times(context, name, url)
+        finally:
+            browser.close()
+
+
+# Streamlit alone: the frame (st.navigation) and two pages, one a ten-row table.
+_FLOOR_APP = """
+import pandas as pd
+import streamlit as st
+st.set_page_config(page_title="floor", layout="wide")
+def table():
+    st.title("Table")
+    st.dataframe(pd.DataFrame({"x": range(10)}))
+def imports():
+    st.title("Imports")
+    st.file_uploader("file")
+st.navigation([st.Page(table, title="Table", url_path="table", default=True),
+               st.Page(imports, title="Imports", url_path="imports")]).run()
+"""
+
+
+@contextmanager
+def _floor_app(tmp: Path, port: int) -> Iterator[str]:
+    script = tmp / "floor_app.py"
+    script.write_text(_FLOOR_APP, encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true",
+                             "--browser.gatherUsageStats", "false"], cwd=tmp,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", proc, 60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def measure_floor(tmp: Path) -> PageTimes:
+    """The floor app's table page, measured as the pages are (primed the same way)."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    with sync_playwright() as pw:
+        browser, context = _browser_context(pw)
+        try:
+            with _floor_app(tmp, port) as base:
+                _prime(context, f"{base}/imports", FIRST_CONTENT["imports"])
+            with _floor_app(tmp, port) as base:
+                return _page_times(context, "overview", f"{base}/")
         finally:
             browser.close()
 
@@ -165,6 +295,14 @@ def measure(db: Path, tmp: Path, store: Store) -> Iterator[tuple[str, Visit, lis
 def _median(visits: list[Visit]) -> Visit:
     return Visit(statistics.median(v.first_s for v in visits), statistics.median(v.settled_s for v in visits),
                  any(v.error for v in visits))
+
+
+def _line(name: str, times: PageTimes) -> str:
+    reload, in_app = _median(times.reload), _median(times.in_app)
+    flag = "  (page showed an exception)" if times.cold.error or reload.error or in_app.error else ""
+    return (f"  {name:<10} cold {times.cold.first_s:5.2f} / {times.cold.settled_s:5.2f} | "
+            f"reload {reload.first_s:5.2f} / {reload.settled_s:5.2f} | "
+            f"in app {in_app.first_s:5.2f} / {in_app.settled_s:5.2f}{flag}")
 
 
 def run(quick: bool = False) -> None:
@@ -175,10 +313,9 @@ def run(quick: bool = False) -> None:
         start = time.perf_counter()
         store = build_store(db, runs=runs, points_per_run=points)
         print(f"pages in Chromium: {runs:,} runs × {points} points (built in {time.perf_counter() - start:.0f} s); "
-              f"seconds from navigation start, cold = first visit after app start, "
-              f"warm = median of {WARM_VISITS} revisits", flush=True)
-        for name, cold, warm in measure(db, tmp, store):
-            w = _median(warm)
-            flag = "  (page showed an exception)" if cold.error or w.error else ""
-            print(f"  {name:<10} cold first {cold.first_s:5.2f} settled {cold.settled_s:5.2f} | "
-                  f"warm first {w.first_s:5.2f} settled {w.settled_s:5.2f}{flag}", flush=True)
+              f"seconds from the user's action to first content / settled; cold = first fresh-tab visit "
+              f"after app start, reload = median of {WARM_VISITS} more, in app = median of {WARM_VISITS} "
+              f"returns inside the open app (goals: cold ≤ 2.0 s, in app ≤ 1.0 s settled)", flush=True)
+        print(_line("FLOOR", measure_floor(tmp)), "  (Streamlit alone: a ten-row table page)", flush=True)
+        for name, times in measure(db, tmp, store):
+            print(_line(name, times), flush=True)

@@ -536,6 +536,13 @@ class Store:
         with self._read() as con:
             return PickerRunRow.from_cursor(con.execute(q.RUNS_FOR_PICKER, [limit]))
 
+    def picker_runs_by_id(self, run_ids: list[int]) -> list[PickerRunRow]:
+        """:meth:`runs_for_picker`'s rows for these runs, however old (finished runs only)."""
+        if not run_ids:
+            return []
+        with self._read() as con:
+            return PickerRunRow.from_cursor(con.execute(q.RUNS_FOR_PICKER_BY_ID, [run_ids]))
+
     def telemetry_of(self, run_id: int) -> list[TelemetryRow]:
         with self._read() as con:
             return TelemetryRow.from_cursor(con.execute(q.TELEMETRY_OF_RUN, [run_id]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -31,7 +31,7 @@ from domain.results.comparison import Comparison
 from domain.slides import charts, deck, tables
 from domain.slides.charts import AnyChart, styled
 from pages.parts.common import current_language, db_guard, store
-from pages.parts.selection import comparison, pick, request_samples
+from pages.parts.selection import comparison, derived, pick, request_samples
 
 lang = current_language()
 st.title(t("compare.page_title", lang))
@@ -46,6 +46,7 @@ KINDS = {"throughput": "output_tok_s", "total": "total_tok_s", "qps": "qps", "tt
          "kv_usage": "kv_usage_peak", "kv_capacity": "kv_capacity"}
 DEFAULT_KINDS = ("throughput", "ttft", "tpot")
 CHANGED_SHOWN = 8  # lines of "what changed" shown at once; an import that knows no flags lists dozens
+FAR_BELOW_SHOWN = 3  # points far below their estimate listed at once; the rest behind an expander
 NAME_CHARS = 18  # a run name longer than this is cut in headers; the full name is in the column's help
 Point = tuple[Any, Any, Any]  # (run_id, scenario, concurrency)
 
@@ -74,6 +75,10 @@ NOT_COMPARABLE_MARK = "✗"  # a character every font has (an emoji needs an emo
 
 
 def run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
+    return derived(c, "run_headers", lambda: _run_headers(c))
+
+
+def _run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
     """Per run (baseline first): (short header, full label).  The full label is the exports'
     (source and not-comparable marks included); the short one is "#id name…", with
     :data:`NOT_COMPARABLE_MARK` first for a run that is not comparable, so nine runs fit
@@ -204,7 +209,9 @@ def metric_table(c: Comparison, metric: str) -> tuple[pd.DataFrame, pd.DataFrame
     return table, styles, config
 
 
-def metrics_section(c: Comparison, stat: str) -> None:
+def metrics_section(c: Comparison, stat: str) -> list[str]:
+    """The tables of the metrics the user picks; returns those metrics (the page's metric
+    chart draws the same ones)."""
     st.subheader(t("compare.metrics", lang))
     kinds = st.multiselect(t("compare_page.metrics_shown", lang), list(KINDS), default=list(DEFAULT_KINDS),
                            format_func=lambda k: t(f"compare_page.kind.{k}", lang), key="compare.kinds")
@@ -224,6 +231,7 @@ def metrics_section(c: Comparison, stat: str) -> None:
     st.caption(md(t("compare_page.cells", lang, low_n=analysis.low_n_text(lang))) + "  \n"
                + md(t("compare_page.headers", lang, mark=NOT_COMPARABLE_MARK)))
     st.caption(md(analysis.noise_rule_text(lang)))
+    return [metric_of(kind, stat) for kind in kinds]
 
 
 def _values(c: Comparison, metric: str) -> dict[Point, object]:
@@ -391,10 +399,9 @@ def _badge_line(badge: str) -> str:
 # -- Pareto -------------------------------------------------------------------------------------
 
 
-def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str) -> AnyChart:
+def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str, chart: AnyChart) -> None:
     st.subheader(t("compare_page.pareto", lang))
-    chart = charts.pareto_chart(pareto, lang, stat)
-    show_chart(chart)
+    show_chart(c, (stat, "pareto"), chart)
     st.caption(t("compare_page.pareto_tpot", lang, stat=t(f"compare_page.stat.{stat}", lang)))
     plotted = set(pareto.dropna(subset=["interactivity", "throughput_per_gpu"])["run_id"])
     absent = [label for run_id, (label, _) in run_headers(c).items() if run_id not in plotted]
@@ -404,7 +411,7 @@ def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str) -> AnyChart:
     keys: list[Point] = list(zip(front["run_id"], front["scenario"], front["concurrency"], strict=True))
     if len(keys) < 2:
         st.caption(t("compare_page.pareto_too_few", lang))
-        return chart
+        return
     headers = run_headers(c)
     labels = {key: t("compare_page.pareto_point", lang, run=headers.get(int(key[0]), (f"#{key[0]}",))[0],
                      scenario=key[1], concurrency=key[2]) for key in keys}
@@ -416,7 +423,6 @@ def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str) -> AnyChart:
     change = curve.pareto_change(pareto, a, b)
     box = st.info if change["problem"] is None else st.warning
     box(md(curve.pareto_change_text(change, lang, labels)), icon=":material/swap_horiz:")
-    return chart
 
 
 # -- charts and downloads ---------------------------------------------------------------------------
@@ -457,18 +463,39 @@ def _wrap_cells(text: str, width: int) -> list[str]:
 PAGE_LEGEND_LIMIT = 560  # px: a legend below the chart may use the page's width (about 940 px at 1400)
 
 
-def show_chart(chart: AnyChart) -> None:
+def show_chart(c: Comparison, key: Hashable, chart: AnyChart) -> None:
+    """:func:`on_page` of ``chart``, built once per comparison and ``key``."""
+    st.altair_chart(derived(c, ("on_page", key), lambda: on_page(chart)), theme=None)
+
+
+def on_page(chart: AnyChart) -> AnyChart:
     """The chart as the exports style it, with its legends below it rather than to its right:
     at 1400 px the page is about 940 px wide, and two 340 px panels plus a legend of long run
     names do not fit beside each other.  theme=None keeps Vega's own categorical palette, the
     one every export uses (Streamlit's theme would recolour the runs in shades of one hue)."""
-    on_page = styled(_wrapped_subtitle(chart)).configure_legend(
+    return styled(_wrapped_subtitle(chart)).configure_legend(
         labelFont=charts.FONT, titleFont=charts.FONT, labelFontSize=11, titleFontSize=12,
         labelLimit=PAGE_LEGEND_LIMIT, orient="bottom", direction="vertical")
-    st.altair_chart(on_page, theme=None)
+
+
+def pareto_of(c: Comparison, stat: str) -> pd.DataFrame:
+    """The Pareto points at the chosen TPOT statistic, once per comparison and statistic."""
+    return derived(c, ("pareto", stat), lambda: curve.pareto_points(c.summary, tpot_metric=f"tpot_{stat}"))
 
 
 def page_charts(c: Comparison, stat: str, pareto: pd.DataFrame) -> list[tuple[str, AnyChart]]:
+    """:func:`_page_charts`, built once per comparison and statistic (seconds of Altair work)."""
+    return derived(c, ("charts", stat), lambda: _page_charts(c, stat, pareto))
+
+
+def metric_chart_of(c: Comparison, metrics: list[str]) -> AnyChart:
+    """The slide set's metric chart, of ``metrics`` only (the tables shown)."""
+    return derived(c, ("metric_chart", *metrics), lambda: charts.metric_chart(
+        c.summary, metrics or ["output_tok_s"], lang, saturation=c.saturation, columns=2,
+        estimates=tables.comparison_estimates(c)))
+
+
+def _page_charts(c: Comparison, stat: str, pareto: pd.DataFrame) -> list[tuple[str, AnyChart]]:
     """The slide set at the chosen statistic, metric panels two to a row (three cut off the
     last panel and its legend at 1400 px)."""
     latency = [f"{name}_{stat}" for name in LATENCIES]
@@ -491,8 +518,13 @@ def estimate_section(c: Comparison) -> None:
     the estimate was made and checked (its cross-validated error)."""
     estimates = tables.comparison_estimates(c)
     st.subheader(t("estimate_overlay.section", lang))
-    for sentence in estimate_overlay.far_below_sentences(estimates, lang):
-        st.warning(sentence)
+    far_below = estimate_overlay.far_below_sentences(estimates, lang)
+    if far_below:
+        # One box, not one per point: nine runs of a slow sweep made sixty warnings.
+        st.warning("\n".join(f"- {md(s)}" for s in far_below[:FAR_BELOW_SHOWN]))
+    if len(far_below) > FAR_BELOW_SHOWN:
+        with st.expander(t("estimate_overlay.far_below_more", lang, n=len(far_below) - FAR_BELOW_SHOWN)):
+            st.markdown("\n".join(f"- {md(s)}" for s in far_below[FAR_BELOW_SHOWN:]))
     if estimate_overlay.has_estimates(estimates):
         st.dataframe(estimate_overlay.estimate_table(estimates, lang), hide_index=True)
     for line in (estimate_overlay.calibration_lines(estimates, lang)
@@ -500,14 +532,23 @@ def estimate_section(c: Comparison) -> None:
         st.caption(line)
 
 
-def charts_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) -> None:
+def charts_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]], stat: str, metrics: list[str]) -> None:
+    """One tab per chart, and only the open tab's chart drawn: the browser takes about a
+    second and a half to draw all four at nine runs (Vega, sixteen panels), most of the
+    page's time, and a chart in a closed tab is drawn all the same.  The metric chart draws
+    the metrics whose tables are shown; the exports keep every metric (``chart_set``)."""
     st.subheader(t("compare.charts", lang))
-    for title, chart in chart_set:
-        if title == t("compare.chart.pareto_title", lang):
-            continue  # drawn in its own section above
-        show_chart(chart)
-        if title == t("compare.chart.gpu_title", lang) and _no_gpu_values(c):
-            st.caption(t("compare_page.no_gpu_note", lang))
+    metrics_title = t("compare.chart.metrics_title", lang)
+    shown = [(title, metric_chart_of(c, metrics) if title == metrics_title else chart) for title, chart in chart_set
+             if title != t("compare.chart.pareto_title", lang)]
+    tabs = st.tabs([title for title, _ in shown], key=f"compare.chart_tab.{lang}", on_change="rerun")
+    for tab, (title, chart) in zip(tabs, shown, strict=True):
+        if not tab.open:
+            continue
+        with tab:
+            show_chart(c, (stat, title, *(metrics if title == metrics_title else ())), chart)
+            if title == t("compare.chart.gpu_title", lang) and _no_gpu_values(c):
+                st.caption(t("compare_page.no_gpu_note", lang))
 
 
 def _no_gpu_values(c: Comparison) -> bool:
@@ -527,11 +568,13 @@ def downloads_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) 
     base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
     c1, c2, c3 = st.columns(3)
     # A download does not rerun the page (on_click="ignore"): a rerun would render every file
-    # again and withdraw the ones a following click was fetching.
-    c1.download_button("CSV", tables.comparison_csv(c), file_name=f"{base}.csv", mime="text/csv",
-                    on_click="ignore")
-    c2.download_button("Markdown", tables.comparison_markdown(c), file_name=f"{base}.md", mime="text/markdown",
-                    on_click="ignore")
+    # again and withdraw the ones a following click was fetching.  CSV and Markdown are
+    # written when clicked (Streamlit calls ``data`` then), not on every rerun of the page:
+    # the Markdown's notes took most of the page's time at 9 runs.
+    c1.download_button("CSV", lambda: tables.comparison_csv(c), file_name=f"{base}.csv", mime="text/csv",
+                       on_click="ignore")
+    c2.download_button("Markdown", lambda: tables.comparison_markdown(c), file_name=f"{base}.md",
+                       mime="text/markdown", on_click="ignore")
     if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare", help=t("compare.prepare_help", lang)):
         return
     # Rendering takes seconds: a bar that moves per file says how far it is.
@@ -564,14 +607,14 @@ if selection is not None:
         verdict_section(result)
         config_diff_section(result)
         statistic = statistic_picker()
-        metrics_section(result, statistic)
+        shown_metrics = metrics_section(result, statistic)
         goodput_section(result)
         scaling_section(result)
         saturation_section(result)
         validity_section(result)
-        pareto_frame = curve.pareto_points(result.summary, tpot_metric=f"tpot_{statistic}")
-        pareto_section(result, pareto_frame, statistic)
-        estimate_section(result)
+        pareto_frame = pareto_of(result, statistic)
         drawn = page_charts(result, statistic, pareto_frame)
-        charts_section(result, drawn)
+        pareto_section(result, pareto_frame, statistic, dict(drawn)[t("compare.chart.pareto_title", lang)])
+        estimate_section(result)
+        charts_section(result, drawn, statistic, shown_metrics)
         downloads_section(result, drawn)

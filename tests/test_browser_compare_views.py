@@ -226,6 +226,16 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before, timeout=30_000)
 
 
+def _all_charts_fit(page: Page, width: int, tab: int) -> None:
+    charts = page.locator("[data-testid=stVegaLiteChart]")
+    assert charts.count() == 2  # the Pareto chart and the open tab's
+    for index in range(charts.count()):
+        chart = charts.nth(index)
+        chart.scroll_into_view_if_needed()
+        box = chart.locator("canvas, svg").first.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (tab, index, box)
+
+
 @pytest.mark.parametrize("lang", ["ja", "en"])
 def test_nothing_is_cut_off_and_screenshots(compare_app, browser: Browser, lang: str) -> None:
     url, runs = compare_app
@@ -233,14 +243,17 @@ def test_nothing_is_cut_off_and_screenshots(compare_app, browser: Browser, lang:
     for width in (1400, 1920):
         page = _page(browser, width)
         _open(page, url, query)
-        if width == 1400:
-            charts = page.locator("[data-testid=stVegaLiteChart]")
-            assert charts.count() >= 4
-            for index in range(charts.count()):
-                chart = charts.nth(index)
-                chart.scroll_into_view_if_needed()
-                box = chart.locator("canvas, svg").first.bounding_box()
-                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (index, box)
+        if width == 1400:  # the Pareto chart, then each chart tab's chart (only the open tab's is drawn)
+            tabs = page.get_by_role("tab")
+            expect(tabs).to_have_count(4)
+            for index in range(4):
+                tabs.nth(index).click()
+                expect(tabs.nth(index)).to_have_attribute("aria-selected", "true")
+                expect(page.locator('[role="tabpanel"] [data-testid=stVegaLiteChart] canvas, '
+                                    '[role="tabpanel"] [data-testid=stVegaLiteChart] svg').first).to_be_visible(
+                    timeout=30_000)
+                expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1)
+                _all_charts_fit(page, width, index)
         full_screenshot(page, f"compare-views-{lang}-{width}")
         page.goto(f"{url}/checklist?{query}")
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=60_000)

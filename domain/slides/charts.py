@@ -198,6 +198,16 @@ def _estimate_layer(x: alt.X, y: alt.Y, data: pd.DataFrame, lang: str, **encodin
             .transform_filter(alt.datum.kind == ESTIMATE))
 
 
+_POINT_KEYS = ("run_id", *POINT, "metric")  # which run, point and metric a row is (small, and what tests read)
+
+
+def _drawn(data: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """Only the columns a chart's encodings and filters read: the data travels inside the
+    chart (to the browser, into every PNG/SVG/slide), and the summary it comes from has
+    about a hundred columns."""
+    return data[list(dict.fromkeys(columns))]
+
+
 def _concurrency_x(values: pd.Series, lang: str) -> alt.X:
     # Concurrency sweeps double; a log2 axis spaces 1, 2, 4, 8 … evenly.
     ticks = sorted({float(v) for v in values.dropna()})
@@ -257,7 +267,8 @@ def metric_chart(summary: pd.DataFrame, metrics: Sequence[str], lang: str, *, sa
     if (long["kind"] == ESTIMATE).any():
         layers.insert(0, _estimate_layer(x, y, long, lang))
         notes.append(estimate_overlay.chart_caption(estimates, lang) or "")
-    layered = alt.layer(*layers, data=long).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+    drawn = _drawn(long, *_POINT_KEYS, "value", "run", "panel", "kind", "saturated", "source_label")
+    layered = alt.layer(*layers, data=drawn).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
     return (layered.facet(facet=alt.Facet("panel:N", title=None, sort=list(dict.fromkeys(long["panel"]))),
                           columns=columns)
             .resolve_scale(y="independent")
@@ -297,7 +308,9 @@ def pareto_chart(pareto: pd.DataFrame, lang: str, stat: str = "p50") -> AnyChart
         x=x, y=y, order="interactivity:Q").transform_filter(alt.datum.on_frontier)
     rings = alt.Chart().mark_point(size=260, color="black", strokeWidth=1.5).encode(
         x=x, y=y).transform_filter(alt.datum.on_frontier)
-    layered = alt.layer(frontier, points, rings, labels, data=data).properties(width=PANEL_WIDTH * 2 - 80,
+    drawn = _drawn(data, "interactivity", "throughput_per_gpu", "run", "source_label", "concurrency", "label", "panel",
+                   "on_frontier")
+    layered = alt.layer(frontier, points, rings, labels, data=drawn).properties(width=PANEL_WIDTH * 2 - 80,
                                                                              height=PANEL_HEIGHT + 60)
     return layered.facet(facet=alt.Facet("panel:N", title=None), columns=1).properties(
         title=_title(t("compare.chart.pareto_title", lang), subtitle))
@@ -331,7 +344,8 @@ def latency_vs_throughput_chart(summary: pd.DataFrame, lang: str, metrics: Seque
     if (long["kind"] == ESTIMATE).any():
         layers.insert(0, _estimate_layer(x, y, long, lang, order="concurrency:Q"))
         caption = estimate_overlay.chart_caption(estimates, lang)
-    layered = alt.layer(*layers, data=long).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+    drawn = _drawn(long, *_POINT_KEYS, "output_tok_s", "value", "run", "panel", "kind", "source_label")
+    layered = alt.layer(*layers, data=drawn).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
     return (layered.facet(facet=alt.Facet("panel:N", title=None, sort=list(dict.fromkeys(long["panel"]))), columns=2)
             .resolve_scale(y="independent")
             .properties(title=_title(t("compare.chart.latency_title", lang), caption)))
@@ -384,8 +398,9 @@ def _scaling_row(data: pd.DataFrame, scenario: str | None, lang: str) -> alt.HCo
             x=x, y=alt.Y(f"{value}:Q", scale=y_scale)).transform_filter(alt.datum.flagged)
         title = alt.TitleParams(t(title_key, lang) + (f" · {scenario}" if scenario else ""), fontSize=13,
                                 anchor="middle", font=FONT)
-        return alt.layer(ideal_line, lines, flagged, data=data).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT,
-                                                                          title=title)
+        drawn = _drawn(data, "concurrency", value, ideal, "speedup", "efficiency", "run", "source_label", "flagged")
+        return alt.layer(ideal_line, lines, flagged, data=drawn).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT,
+                                                                           title=title)
 
     return alt.hconcat(panel("speedup", "ideal_speedup", "compare.chart.speedup", log2),
                        panel("efficiency_pct", "ideal_pct", "compare.chart.efficiency", None))

@@ -203,7 +203,9 @@ def _mark_not_comparable(c: Comparison, table: pd.DataFrame) -> pd.DataFrame:
 def notes_table(c: Comparison) -> pd.DataFrame:
     """:func:`point_notes` with run labels and headers in the UI language (the Markdown section)."""
     notes = point_notes(c)
-    runs = [marked_label(c, r) for r in notes["run_id"]]
+    # One label per run, not per row: each label looks the run up in the whole summary.
+    labels = {run_id: marked_label(c, run_id) for run_id in notes["run_id"].unique()}
+    runs = [labels[r] for r in notes["run_id"]]
     columns = {t("slides.col.run", c.lang): runs, t("compare.col.scenario", c.lang): notes["scenario"],
                t("compare.col.concurrency", c.lang): notes["concurrency"]}
     for column, key in _NOTE_HEADERS:

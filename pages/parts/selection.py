@@ -9,7 +9,11 @@ and a new point is never hidden behind a stale result.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 import streamlit as st
@@ -25,6 +29,11 @@ from domain.results.frames import points_frame
 from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
 
 MAX_RUNS = 8
+# Runs the baseline and compared-runs lists offer: the newest that match the filters.  A
+# list of thousands is slow to draw and useless to scroll; the filters find older runs, and
+# the runs a link names are offered however old they are.
+PICKER_SHOWN = 200
+PICKER_SEARCHED = 50_000  # finished runs the filters search (newest first)
 UNKNOWN = "?"  # the model of an imported run that does not name it
 
 
@@ -38,7 +47,12 @@ class Selection:
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
 def cached_picker() -> list[PickerRunRow]:
-    return store().runs_for_picker()
+    return store().runs_for_picker(PICKER_SEARCHED)
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_picker_by_id(run_ids: tuple[int, ...]) -> list[PickerRunRow]:
+    return store().picker_runs_by_id(list(run_ids))
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
@@ -97,11 +111,14 @@ def pick(lang: str) -> Selection | None:
         st.info(t("select.no_runs", lang), icon=":material/inbox:")
         return None
     params = st.query_params
+    wanted_base = _ints(params.get("baseline"))
+    runs = runs + _linked_runs(runs, [*wanted_base[:1], *_ints(params.get("runs"))], lang)
     shown = _filters(runs, lang)
+    if len(shown) > PICKER_SHOWN:
+        st.caption(t("select.limited", lang, shown=PICKER_SHOWN, total=f"{len(shown):,}"))
     label = {r.id: f"#{r.id} {r.name} · {source_label(r.source, lang)} · {r.model} · "
                       f"{r.gpu_count}×{r.gpu_type}" for r in runs}
-    ids = [r.id for r in shown]
-    wanted_base = _ints(params.get("baseline"))
+    ids = [r.id for r in shown[:PICKER_SHOWN]]
     base_options = ids + [i for i in wanted_base if i not in ids and i in label]
     c1, c2 = st.columns([1, 2])
     # Runs named without a baseline (a run page's "add to the compared runs"): the user picks
@@ -130,6 +147,17 @@ def pick(lang: str) -> Selection | None:
         st.info(t("select.pick_baseline", lang), icon=":material/arrow_upward:")
         return None
     return Selection(int(baseline), [int(o) for o in others], list(intended), allow_mixed)
+
+
+def _linked_runs(runs: list[PickerRunRow], wanted: list[int], lang: str) -> list[PickerRunRow]:
+    """The runs a link names that the newest :data:`PICKER_SEARCHED` do not hold."""
+    known = {r.id for r in runs}
+    missing = tuple(i for i in dict.fromkeys(wanted) if i not in known)
+    if not missing:
+        return []
+    with db_guard(lang) as guard:
+        found = cached_picker_by_id(missing)
+    return [] if guard.failed else found
 
 
 def _intended_options(baseline: int | None, others: list[int], wanted: list[str]) -> list[str]:
@@ -183,7 +211,10 @@ def _frame_digest(frame: pd.DataFrame) -> bytes:
         list(frame.columns)).encode()
 
 
-@st.cache_data(show_spinner=False, max_entries=16, hash_funcs={pd.DataFrame: _frame_digest})
+# A resource, not data: every rerun and session gets the same instance (read only: nothing
+# assigns into a comparison once built), so nothing is unpickled per rerun and what a page
+# derives from it is kept with it (:func:`derived`).
+@st.cache_resource(show_spinner=False, max_entries=16, hash_funcs={pd.DataFrame: _frame_digest})
 def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ...], lang: str,
                        intended: tuple[str, ...], keep_cold: bool) -> Comparison:
     """The comparison, keyed by the points themselves (so a new point is a new key) and the
@@ -196,3 +227,26 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
     return comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                     intended_to_differ=frozenset(intended), requests=request_samples(frame),
                                     keep_cold=keep)
+
+
+# What pages derived from each comparison instance, by key; dropped with the instance.
+_derived: dict[int, dict[Hashable, Any]] = {}
+_derived_guard = threading.Lock()
+T = TypeVar("T")
+
+
+def derived(c: Comparison, key: Hashable, build: Callable[[], T]) -> T:
+    """``build()`` once per comparison and ``key`` (charts, headers: seconds of Altair and
+    pandas work at nine runs), then the same object on every rerun and in every session.
+    Correct because a comparison never changes: a new point makes a new comparison
+    (:func:`_cached_comparison` is keyed by the points), which starts with nothing derived."""
+    with _derived_guard:
+        memo = _derived.get(id(c))
+        if memo is None:
+            memo = _derived[id(c)] = {}
+            weakref.finalize(c, _derived.pop, id(c), None)  # the id may be reused after c is gone
+        if key in memo:
+            return cast(T, memo[key])
+    value = build()  # outside the guard: another session may build the same, and one is kept
+    with _derived_guard:
+        return cast(T, memo.setdefault(key, value))
