@@ -19,8 +19,9 @@ The three visits:
 
 - **cold**: the first visit of that page after the app process started (its caches
   empty), by URL in a fresh tab (a new Streamlit session, Streamlit's scripts loaded and
-  its websocket opened first), in a browser that has opened the app before: an earlier
-  app process on the same port was visited once, then stopped;
+  its websocket opened first), in a browser that has opened the app before (an earlier
+  app process on the same port was visited once, then stopped), once the server has
+  imported the pages' modules (it says so in its output: scripts/serve_app.py);
 - **reload**: the median of 5 more such fresh-tab visits;
 - **in app** (warm): the median of 5 returns to the page inside the open app, as a user
   moves between pages: from the page, the sidebar's link to another page, then the
@@ -58,6 +59,7 @@ from domain.plan.run_plan import RunPlan
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.support is not a package of the app
 
+from scripts.serve_app import WARMED_UP  # noqa: E402
 from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, _wait_healthy, free_port, running_app  # noqa: E402
 
 WARM_VISITS = 5
@@ -226,6 +228,17 @@ def _prime(context: Any, url: str, first: str) -> None:
     visit(context, "", url, first)
 
 
+def _await_warm_up(log: Path, timeout_s: float = 60) -> None:
+    """Until the server says it imported the pages' modules (scripts/serve_app.py): the
+    first visitor of a started app arrives after that, not during it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log.exists() and WARMED_UP in log.read_text(encoding="utf-8", errors="replace"):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the app did not finish its warm-up in {timeout_s:.0f} s ({log})")
+
+
 def measure(db: Path, tmp: Path, store: Store) -> Iterator[tuple[str, PageTimes]]:
     """Per page, as measured.  The app is started twice on one port: the first process
     only primes the browser, the second is measured from its start (caches empty)."""
@@ -238,6 +251,7 @@ def measure(db: Path, tmp: Path, store: Store) -> Iterator[tuple[str, PageTimes]
             with running_app(_env(db, tmp), timeout_s=120, port=port) as base:
                 _prime(context, f"{base}/imports", FIRST_CONTENT["imports"])
             with running_app(_env(db, tmp), timeout_s=120, port=port) as base:
+                _await_warm_up(tmp / f"streamlit-{port}.log")
                 for name, url in page_urls(base, store).items():
                     yield name, _page_times(context, name, url)
         finally:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -483,9 +483,15 @@ def pareto_of(c: Comparison, stat: str) -> pd.DataFrame:
     return derived(c, ("pareto", stat), lambda: curve.pareto_points(c.summary, tpot_metric=f"tpot_{stat}"))
 
 
-def page_charts(c: Comparison, stat: str, pareto: pd.DataFrame) -> list[tuple[str, AnyChart]]:
-    """:func:`_page_charts`, built once per comparison and statistic (seconds of Altair work)."""
-    return derived(c, ("charts", stat), lambda: _page_charts(c, stat, pareto))
+def slide_chart(c: Comparison, stat: str, title: str) -> AnyChart:
+    """One chart of the slide set (:func:`_slide_builders`), built when first needed, then
+    once per comparison and statistic (Altair takes about a second for all five)."""
+    return derived(c, ("chart", stat, title), _slide_builders(c, stat)[title])
+
+
+def slide_set(c: Comparison, stat: str) -> list[tuple[str, AnyChart]]:
+    """The whole slide set, for the downloads."""
+    return [(title, slide_chart(c, stat, title)) for title in _slide_builders(c, stat)]
 
 
 def metric_chart_of(c: Comparison, metrics: list[str]) -> AnyChart:
@@ -495,22 +501,21 @@ def metric_chart_of(c: Comparison, metrics: list[str]) -> AnyChart:
         estimates=tables.comparison_estimates(c)))
 
 
-def _page_charts(c: Comparison, stat: str, pareto: pd.DataFrame) -> list[tuple[str, AnyChart]]:
-    """The slide set at the chosen statistic, metric panels two to a row (three cut off the
-    last panel and its legend at 1400 px)."""
+def _slide_builders(c: Comparison, stat: str) -> dict[str, Callable[[], AnyChart]]:
+    """The slide set at the chosen statistic, by title, in slide order: metric panels two to
+    a row (three cut off the last panel and its legend at 1400 px); dashed estimate lines
+    beside the measured curves."""
     latency = [f"{name}_{stat}" for name in LATENCIES]
-    estimates = tables.comparison_estimates(c)  # dashed lines beside the measured curves
-    return [
-        (t("compare.chart.metrics_title", lang),
-         charts.metric_chart(c.summary, ["output_tok_s", "qps", *latency], lang, saturation=c.saturation,
-                             columns=2, estimates=estimates)),
-        (t("compare.chart.pareto_title", lang), charts.pareto_chart(pareto, lang, stat)),
-        (t("compare.chart.latency_title", lang),
-         charts.latency_vs_throughput_chart(c.summary, lang, metrics=(f"ttft_{stat}", f"e2e_{stat}"),
-                                            estimates=estimates)),
-        (t("compare.chart.gpu_title", lang), charts.gpu_chart(c.summary, lang, saturation=c.saturation)),
-        (t("compare.chart.scaling_title", lang), charts.scaling_chart(c.scaling, lang, c.summary)),
-    ]
+    return {
+        t("compare.chart.metrics_title", lang): lambda: charts.metric_chart(
+            c.summary, ["output_tok_s", "qps", *latency], lang, saturation=c.saturation, columns=2,
+            estimates=tables.comparison_estimates(c)),
+        t("compare.chart.pareto_title", lang): lambda: charts.pareto_chart(pareto_of(c, stat), lang, stat),
+        t("compare.chart.latency_title", lang): lambda: charts.latency_vs_throughput_chart(
+            c.summary, lang, metrics=(f"ttft_{stat}", f"e2e_{stat}"), estimates=tables.comparison_estimates(c)),
+        t("compare.chart.gpu_title", lang): lambda: charts.gpu_chart(c.summary, lang, saturation=c.saturation),
+        t("compare.chart.scaling_title", lang): lambda: charts.scaling_chart(c.scaling, lang, c.summary),
+    }
 
 
 def estimate_section(c: Comparison) -> None:
@@ -532,20 +537,20 @@ def estimate_section(c: Comparison) -> None:
         st.caption(line)
 
 
-def charts_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]], stat: str, metrics: list[str]) -> None:
-    """One tab per chart, and only the open tab's chart drawn: the browser takes about a
-    second and a half to draw all four at nine runs (Vega, sixteen panels), most of the
-    page's time, and a chart in a closed tab is drawn all the same.  The metric chart draws
-    the metrics whose tables are shown; the exports keep every metric (``chart_set``)."""
+def charts_section(c: Comparison, stat: str, metrics: list[str]) -> None:
+    """One tab per chart, and only the open tab's chart built and drawn: the browser takes
+    about a second and a half to draw all four at nine runs (Vega, sixteen panels), most
+    of the page's time, and a chart in a closed tab is drawn all the same.  The metric
+    chart draws the metrics whose tables are shown; the exports keep every metric."""
     st.subheader(t("compare.charts", lang))
     metrics_title = t("compare.chart.metrics_title", lang)
-    shown = [(title, metric_chart_of(c, metrics) if title == metrics_title else chart) for title, chart in chart_set
-             if title != t("compare.chart.pareto_title", lang)]
-    tabs = st.tabs([title for title, _ in shown], key=f"compare.chart_tab.{lang}", on_change="rerun")
-    for tab, (title, chart) in zip(tabs, shown, strict=True):
+    titles = [title for title in _slide_builders(c, stat) if title != t("compare.chart.pareto_title", lang)]
+    tabs = st.tabs(titles, key=f"compare.chart_tab.{lang}", on_change="rerun")
+    for tab, title in zip(tabs, titles, strict=True):
         if not tab.open:
             continue
         with tab:
+            chart = metric_chart_of(c, metrics) if title == metrics_title else slide_chart(c, stat, title)
             show_chart(c, (stat, title, *(metrics if title == metrics_title else ())), chart)
             if title == t("compare.chart.gpu_title", lang) and _no_gpu_values(c):
                 st.caption(t("compare_page.no_gpu_note", lang))
@@ -563,7 +568,7 @@ def deck_gaps(c: Comparison) -> dict[int, pd.DataFrame]:
     return {} if guard.failed else gaps
 
 
-def downloads_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) -> None:
+def downloads_section(c: Comparison, stat: str) -> None:
     st.subheader(t("compare.downloads", lang))
     base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
     c1, c2, c3 = st.columns(3)
@@ -578,6 +583,7 @@ def downloads_section(c: Comparison, chart_set: Sequence[tuple[str, AnyChart]]) 
     if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare", help=t("compare.prepare_help", lang)):
         return
     # Rendering takes seconds: a bar that moves per file says how far it is.
+    chart_set = slide_set(c, stat)
     steps = 1 + 2 * len(chart_set)
     bar = st.progress(0.0, text=t("compare.rendering", lang))
     c3.download_button("PPTX", deck.comparison_deck(c, chart_set=chart_set, gaps=deck_gaps(c)),
@@ -613,8 +619,8 @@ if selection is not None:
         saturation_section(result)
         validity_section(result)
         pareto_frame = pareto_of(result, statistic)
-        drawn = page_charts(result, statistic, pareto_frame)
-        pareto_section(result, pareto_frame, statistic, dict(drawn)[t("compare.chart.pareto_title", lang)])
+        pareto_section(result, pareto_frame, statistic,
+                       slide_chart(result, statistic, t("compare.chart.pareto_title", lang)))
         estimate_section(result)
-        charts_section(result, drawn, statistic, shown_metrics)
-        downloads_section(result, drawn)
+        charts_section(result, statistic, shown_metrics)
+        downloads_section(result, statistic)

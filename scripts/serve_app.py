@@ -13,12 +13,21 @@ forwarding header the app did not ask for, and switch off legacy ``pages/`` disc
   ``st.navigation`` call of the process, so the very first visitor of a deep link would get
   the raw page script.  Clearing the flag before the server starts makes every request go
   through app.py (``tests/test_browser_app.py`` opens a deep link first).
+- **Imports ahead of the first visitor:** the modules the pages import (``db``, the
+  analysis with scipy, the charts with Altair, the deck with python-pptx: about 1.7 s
+  here) are imported in a background thread while the server starts, so the first visit
+  of a page after a start does not wait for them (``python -m bench pages_browser``,
+  cold column).
 
 Usage: python scripts/serve_app.py [streamlit run options...]
 """
 
+import ast
+import importlib
 import os
 import sys
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -68,6 +77,37 @@ def has_oidc_secrets(args: list[str]) -> bool:
     return False
 
 
+WARMED_UP = "benchdeck: the pages' modules are imported"  # in the server's output (bench/pages_browser.py waits for it)
+
+
+def page_modules() -> list[str]:
+    """Every module the pages import (their ``import`` and ``from … import`` lines, read
+    with ``ast``), so the list follows the pages as they change; the pages' own parts
+    import little else."""
+    names: set[str] = set()
+    for path in sorted((ROOT / "pages").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+    # Not the pages' own parts nor Streamlit: their caches must be made inside the running
+    # server (made before it, st.cache_data falls back to a store of its own).
+    return sorted(n for n in names - {"__future__"} if n.split(".")[0] not in ("pages", "streamlit"))
+
+
+def import_quietly(modules: list[str]) -> None:
+    """Import each module; one that fails is left for the page that needs it to fail
+    visibly (a warm-up must not change what a page shows)."""
+    start = time.monotonic()
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: S112 - see the docstring
+            continue
+    print(f"{WARMED_UP} ({len(modules)} modules in {time.monotonic() - start:.1f} s)", flush=True)
+
+
 def main() -> int:
     args = sys.argv[1:]
     settings = get_settings()
@@ -81,6 +121,7 @@ def main() -> int:
     os.environ["FORWARDED_ALLOW_IPS"] = ""
     PagesManager.uses_pages_directory = False
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *args]
+    threading.Thread(target=import_quietly, args=(page_modules(),), name="benchdeck-imports", daemon=True).start()
     return int(cli.main() or 0)
 
 
