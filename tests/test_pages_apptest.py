@@ -216,3 +216,22 @@ def test_runs_named_without_a_baseline_ask_for_one(app_env: Path) -> None:
     assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [run]
     baseline.set_value(run).run()  # picking it as the baseline moves it out of the compared runs
     assert not at.exception and at.query_params["baseline"] == str(run)
+
+
+def test_the_pickers_offer_the_newest_runs_and_any_run_a_link_names(app_env: Path) -> None:
+    """With more finished runs than the lists offer, the baseline and compared-runs lists
+    hold the newest PICKER_SHOWN and say so; a link to older runs still opens them."""
+    from bench import synthetic
+    from pages.parts.selection import PICKER_SHOWN
+
+    runs = PICKER_SHOWN + 30
+    synthetic.fill(Store(app_env, lock_timeout_s=30), runs=runs, points_per_run=2)
+    at = _page("compare", lang="en")
+    baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
+    assert len(baseline.options) == PICKER_SHOWN and baseline.value == runs  # the newest, as before
+    assert any(f"newest {PICKER_SHOWN} of the {runs} matching runs" in c.value for c in at.caption)
+    at = _page("compare", baseline="1", runs="2", lang="en")  # the two oldest, far below the newest 200
+    baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
+    assert baseline.value == 1 and len(baseline.options) == PICKER_SHOWN + 1
+    assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [2]
+    assert at.query_params["baseline"] == "1" and at.query_params["runs"] == "2"
