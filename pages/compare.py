@@ -531,7 +531,10 @@ def estimate_section(c: Comparison) -> None:
         with st.expander(t("estimate_overlay.far_below_more", lang, n=len(far_below) - FAR_BELOW_SHOWN)):
             st.markdown("\n".join(f"- {md(s)}" for s in far_below[FAR_BELOW_SHOWN:]))
     if estimate_overlay.has_estimates(estimates):
-        st.dataframe(estimate_overlay.estimate_table(estimates, lang), hide_index=True)
+        # Estimates to a tenth, ratios to a hundredth: the table showed four decimals of both.
+        formats = {t(f"estimate_overlay.col.{column}", lang): st.column_config.NumberColumn(
+            format="%.2f" if column.startswith("ratio_") else "%.1f") for column in estimate_overlay.TABLE_COLUMNS}
+        st.dataframe(estimate_overlay.estimate_table(estimates, lang), hide_index=True, column_config=formats)
     for line in (estimate_overlay.calibration_lines(estimates, lang)
                  or estimate_overlay.refusal_lines(estimates, lang)):
         st.caption(line)

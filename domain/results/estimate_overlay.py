@@ -339,7 +339,7 @@ def refusal_lines(estimates: pd.DataFrame, lang: str) -> list[str]:
 
 # -- a table for the page ----------------------------------------------------------------------
 
-_TABLE_COLUMNS = ("est_output_tok_s", "ratio_output_tok_s", "est_ttft_ms", "ratio_ttft_p50", "est_tpot_ms",
+TABLE_COLUMNS = ("est_output_tok_s", "ratio_output_tok_s", "est_ttft_ms", "ratio_ttft_p50", "est_tpot_ms",
                   "ratio_tpot_p50")
 
 
@@ -355,7 +355,7 @@ def estimate_table(estimates: pd.DataFrame, lang: str) -> pd.DataFrame:
         t("compare.col.scenario", lang): done["scenario"].tolist(),
         t("compare.col.concurrency", lang): done["concurrency"].tolist(),
     }
-    for column in _TABLE_COLUMNS:
+    for column in TABLE_COLUMNS:
         columns[t(f"estimate_overlay.col.{column}", lang)] = pd.to_numeric(done[column], errors="coerce").tolist()
     columns[t("estimate_overlay.col.bound", lang)] = [bound_text(b, lang) for b in done["bound"]]
     columns[t("estimate_overlay.col.extrapolated", lang)] = done["extrapolated"].tolist()

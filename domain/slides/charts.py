@@ -437,7 +437,8 @@ def telemetry_sparklines(samples: pd.DataFrame) -> alt.FacetChart:
     # ("server:prefill-0", ...): colour by source then, so the roles stay apart.
     by_role = samples["source"].astype(str).str.startswith("server:").any()
     return alt.Chart(samples).mark_line().encode(
-        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None),
+        # Trailing zeros trimmed: a metric that stays 0 (no queue) read "0.000000" on every tick.
+        x=alt.X("t:Q", title="s"), y=alt.Y("value:Q", title=None, axis=alt.Axis(format=",.8~g")),
         color=alt.Color("source:N" if by_role else "point:N", legend=alt.Legend(orient="bottom", labelLimit=400)),
         detail="point:N",
     ).properties(height=90, width=260).facet(facet=alt.Facet("metric:N", title=None), columns=3).resolve_scale(
