@@ -178,6 +178,8 @@ def visit(context: Any, name: str, url: str, first: str | None = None) -> Visit:
 
 def visits_in_app(context: Any, name: str, url: str, times: int, first: str | None = None) -> list[Visit]:
     """``times`` returns to the page in one open tab: away by the sidebar, back by Back."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     sel = first or FIRST_CONTENT[name]
     href, away_sel = _AWAY.get(name, _AWAY["default"])
     page = context.new_page()
@@ -188,7 +190,11 @@ def visits_in_app(context: Any, name: str, url: str, times: int, first: str | No
         out = []
         for _ in range(times):
             page.evaluate("([sel, ms]) => window.__bdStart(sel, ms, performance.now())", [away_sel, _STABLE_MS])
-            page.locator(f'[data-testid="stSidebarNav"] a[href$="{href}"]').first.click()
+            try:
+                page.locator(f'[data-testid="stSidebarNav"] a[href$="{href}"]').first.click(timeout=_TIMEOUT_MS)
+            except PlaywrightTimeout:  # no way away: this return is reported as "nan", not measured
+                out.append(Visit(math.nan, math.nan))
+                continue
             _stamps(page)
             page.evaluate(_ARM_AND_GO_BACK, [sel, _STABLE_MS])
             out.append(_stamps(page))
@@ -307,13 +313,17 @@ def measure_floor(tmp: Path) -> PageTimes:
 
 
 def _median(visits: list[Visit]) -> Visit:
-    return Visit(statistics.median(v.first_s for v in visits), statistics.median(v.settled_s for v in visits),
+    """The median of the visits that were measured (a visit that never settled is "nan")."""
+    kept = [v for v in visits if not math.isnan(v.settled_s)] or visits
+    return Visit(statistics.median(v.first_s for v in kept), statistics.median(v.settled_s for v in kept),
                  any(v.error for v in visits))
 
 
 def _line(name: str, times: PageTimes) -> str:
     reload, in_app = _median(times.reload), _median(times.in_app)
     flag = "  (page showed an exception)" if times.cold.error or reload.error or in_app.error else ""
+    unmeasured = sum(math.isnan(v.settled_s) for v in [times.cold, *times.reload, *times.in_app])
+    flag += f"  ({unmeasured} visits never settled: left out)" if unmeasured else ""
     return (f"  {name:<10} cold {times.cold.first_s:5.2f} / {times.cold.settled_s:5.2f} | "
             f"reload {reload.first_s:5.2f} / {reload.settled_s:5.2f} | "
             f"in app {in_app.first_s:5.2f} / {in_app.settled_s:5.2f}{flag}")
