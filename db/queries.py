@@ -292,23 +292,15 @@ ORDER BY p.run_id, p.scenario, p.concurrency, p.repeat_idx
 """
 
 # The run picker of the compare page: finished runs, newest first, filterable.
-RUNS_FOR_PICKER = """
+_FINISHED_RUNS = """
 SELECT r.id, r.name, r.status, r.source, r.submitted_at, r.tags, c.model, c.gpu_type, c.gpu_count, c.engine,
        c.engine_version
 FROM runs r JOIN configurations c ON c.id = r.configuration_id
 WHERE r.status IN ('succeeded', 'failed', 'cancelled')
-ORDER BY r.id DESC
-LIMIT ?
 """
-
+RUNS_FOR_PICKER = _FINISHED_RUNS + "ORDER BY r.id DESC\nLIMIT ?\n"
 # The same rows for runs named by id (a shared link's runs, older than the picker's newest).
-RUNS_FOR_PICKER_BY_ID = """
-SELECT r.id, r.name, r.status, r.source, r.submitted_at, r.tags, c.model, c.gpu_type, c.gpu_count, c.engine,
-       c.engine_version
-FROM runs r JOIN configurations c ON c.id = r.configuration_id
-WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND list_contains(?::BIGINT[], r.id)
-ORDER BY r.id DESC
-"""
+RUNS_FOR_PICKER_BY_ID = _FINISHED_RUNS + "AND list_contains(?::BIGINT[], r.id)\nORDER BY r.id DESC\n"
 
 # --- imports ---------------------------------------------------------------------------
 FIND_IMPORT_BY_HASH = "SELECT id, run_ids FROM imports WHERE sha256 = ?"
