@@ -41,12 +41,10 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.support is not a package of the app
 
 from scripts.serve_app import WARMED_UP  # noqa: E402
-from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, _wait_healthy, free_port, running_app  # noqa: E402
+from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, free_port, running_app  # noqa: E402
 
 WARM_VISITS = 5
 _STABLE_MS = 100
@@ -195,6 +193,10 @@ def visits_in_app(context: Any, name: str, url: str, times: int, first: str | No
             except PlaywrightTimeout:  # no way away: this return is reported as "nan", not measured
                 out.append(Visit(math.nan, math.nan))
                 continue
+            # Away means the URL changed too: the away page's content may also be on the
+            # measured page (the build page has a file uploader), and a Back pressed before
+            # Streamlit pushed the new URL would leave the app.
+            page.wait_for_function("(h) => location.pathname.endsWith(h)", arg=href, timeout=_TIMEOUT_MS)
             _stamps(page)
             page.evaluate(_ARM_AND_GO_BACK, [sel, _STABLE_MS])
             out.append(_stamps(page))
@@ -280,33 +282,20 @@ st.navigation([st.Page(table, title="Table", url_path="table", default=True),
 """
 
 
-@contextmanager
-def _floor_app(tmp: Path, port: int) -> Iterator[str]:
-    script = tmp / "floor_app.py"
-    script.write_text(_FLOOR_APP, encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"], cwd=tmp,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc, 60)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 def measure_floor(tmp: Path) -> PageTimes:
     """The floor app's table page, measured as the pages are (primed the same way)."""
     from playwright.sync_api import sync_playwright
 
+    script = tmp / "floor_app.py"
+    script.write_text(_FLOOR_APP, encoding="utf-8")
+    command = (sys.executable, "-m", "streamlit", "run", str(script))
     port = free_port()
     with sync_playwright() as pw:
         browser, context = _browser_context(pw)
         try:
-            with _floor_app(tmp, port) as base:
+            with running_app(_env(tmp / "floor.duckdb", tmp), port=port, command=command) as base:
                 _prime(context, f"{base}/imports", FIRST_CONTENT["imports"])
-            with _floor_app(tmp, port) as base:
+            with running_app(_env(tmp / "floor.duckdb", tmp), port=port, command=command) as base:
                 return _page_times(context, "overview", f"{base}/")
         finally:
             browser.close()

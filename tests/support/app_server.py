@@ -40,12 +40,15 @@ def free_port() -> int:
 
 @contextmanager
 def running_app(
-    env: dict[str, str], *, timeout_s: float = 60, port: int | None = None, extra_args: Sequence[str] = ()
+    env: dict[str, str], *, timeout_s: float = 60, port: int | None = None, extra_args: Sequence[str] = (),
+    command: Sequence[str] = (sys.executable, "scripts/serve_app.py"),
 ) -> Iterator[str]:
+    """The app (or ``command``, a ``streamlit run`` of another script taking the same
+    options) on ``port``, its output in ``streamlit-<port>.log`` beside the work dir."""
     port = port or free_port()
     log = open(Path(env["BENCHDECK_WORK_DIR"]).parent / f"streamlit-{port}.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "scripts/serve_app.py", "--server.port", str(port),
+        [*command, "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", *extra_args],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
