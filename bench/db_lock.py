@@ -10,7 +10,8 @@
    polling its four reads every 2 s, plus the shared runs list, counts and runners), with
    10,000 synthetic runs in the DB; three times: every access opens and closes; only the
    app keeps its connection (``db.connection.keep_open``; the deployment before the runner
-   daemon kept its own, runner/cli.py ``cmd_work``); both keep theirs (the deployment
+   daemon kept its own, runner/cli.py ``cmd_work``); both keep theirs; the runner keeps
+   its connection and serves the app's accesses on it (``db/serving.py``, the deployment
    now).  Reader errors, busy answers, and lost writes (points the writer committed
    against points in the DB).  The machine's load average is printed with each, as the
    figures depend on it.
@@ -88,11 +89,14 @@ def claim_race(db: Path, runs: int = 400, claimers: int = 8) -> None:
           f"each run claimed exactly once: {exact}; per-claimer wins {[len(w) for w in won]}")  # type: ignore[arg-type]
 
 
-# (the app keeps its connection, the runner keeps its connection, how the line names it)
+# (the app keeps its connection, what the runner does with its own, how the line names it):
+# "close" opens and closes per access, "keep" keeps it, "serve" keeps it and runs the app's
+# accesses on it (db/serving.py).
 UI_RATE_SETUPS = (
-    (False, False, "opened and closed per access"),
-    (True, False, "kept by the app only"),
-    (True, True, "kept by the app and the runner"),
+    (False, "close", "opened and closed per access"),
+    (True, "close", "kept by the app only"),
+    (True, "keep", "kept by the app and the runner"),
+    (True, "serve", "kept by the runner, which serves the app's accesses (the deployment now)"),
 )
 
 
@@ -100,10 +104,10 @@ def _keep_arg(keep: bool) -> str:
     return "keep" if keep else "close"
 
 
-def ui_rate(db: Path, *, seconds: int, sessions: int, keep_ui: bool, keep_runner: bool, label: str) -> None:
+def ui_rate(db: Path, *, seconds: int, sessions: int, keep_ui: bool, runner: str, label: str) -> None:
     """One runner-like writer and one app-like reader process, for ``seconds``."""
     ui = _spawn("ui", db, str(seconds), str(sessions), _keep_arg(keep_ui))
-    writer = _collect(_spawn("runner", db, str(seconds), _keep_arg(keep_runner)))
+    writer = _collect(_spawn("runner", db, str(seconds), runner))
     reads = _collect(ui)
     assert isinstance(writer, dict) and isinstance(reads, dict)
     writes = writer["writes"]
@@ -119,11 +123,11 @@ def ui_rate(db: Path, *, seconds: int, sessions: int, keep_ui: bool, keep_runner
 def ui_rate_both(tmp: Path, *, runs: int, seconds: int, sessions: int = 3) -> None:
     print(f"UI rate: a runner-like writer (a point per second + heartbeats) beside the app polling "
           f"every 2 s ({sessions} run pages + the runs list), {runs:,} runs × 20 points in the DB, {seconds} s each")
-    for i, (keep_ui, keep_runner, label) in enumerate(UI_RATE_SETUPS):
+    for i, (keep_ui, runner, label) in enumerate(UI_RATE_SETUPS):
         db = tmp / f"ui-{i}.duckdb"
         store = Store(db, lock_timeout_s=120)
         synthetic.fill(store, runs=runs, points_per_run=20)
-        ui_rate(db, seconds=seconds, sessions=sessions, keep_ui=keep_ui, keep_runner=keep_runner, label=label)
+        ui_rate(db, seconds=seconds, sessions=sessions, keep_ui=keep_ui, runner=runner, label=label)
 
 
 def run(quick: bool = False) -> None:

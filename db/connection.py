@@ -27,6 +27,14 @@ fresh, as before).  What stays true:
   lock made them before: no transaction ever meets another in DuckDB.
 - A process that never calls ``keep_open`` (tests, tools, the CLI) behaves exactly as
   before: open, do, close.
+
+**Serving the others** (``keep_open(idle_s, serve=True)``: the runner daemon).  While it
+holds the lock, such a process also runs other processes' accesses on its connection,
+over a local socket (``db/serving.py``), and keeps the file for ``SERVE_IDLE_S`` unused
+instead of ``idle_s``.  Every process tries that socket before it waits for the lock, so
+beside a serving runner nobody opens the file and nobody waits for a hand-over.  A
+process waiting for the lock itself (a read-only open, a backup, a tool) still makes it
+let go at once, and it stops serving first.
 """
 
 from __future__ import annotations
@@ -34,14 +42,18 @@ from __future__ import annotations
 import atexit
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import duckdb
 import filelock
+
+from db import serving
 
 # Polls of the file lock are short and jittered so that a UI reader and a runner writer
 # that collide do not retry in lock-step.  Short, because a process keeping its connection
@@ -135,15 +147,23 @@ KEEP_IDLE_S = 0.5
 # Seconds a process keeps its connection unused (0: close after every access).  Set once
 # per process by keep_open(); module state because the lock and the file are per process.
 _keep_idle_s = 0.0
+# Whether this process serves others' accesses while it holds the lock (keep_open).
+_serve = False
+# How long a serving holder keeps the file unused.  Longer than the runner's quietest
+# stretch between writes (a point a second, heartbeats, the queue poll), so that beside
+# a busy app the file does not change hands every second.
+SERVE_IDLE_S = 30.0
 
 
-def keep_open(idle_s: float) -> None:
+def keep_open(idle_s: float, *, serve: bool = False) -> None:
     """From now on, this process keeps its connection (and the lock) between accesses for
     at most ``idle_s`` unused, and lets go at once when another process waits.  0: close
     after every access, the default.  Call it in a long-lived process (the app, the
-    runner), not in one that hands the file to raw ``duckdb`` right after an access."""
-    global _keep_idle_s
+    runner), not in one that hands the file to raw ``duckdb`` right after an access.
+    ``serve``: also run other processes' accesses while holding (module docstring)."""
+    global _keep_idle_s, _serve
     _keep_idle_s = idle_s
+    _serve = serve and idle_s > 0
     if idle_s <= 0:
         release_kept()
 
@@ -161,9 +181,29 @@ class _Holder:
         self.con: duckdb.DuckDBPyConnection | None = None
         self.last_used = 0.0
         self.watching = False
+        self.server: serving.Server | None = None
+
+    def serve(self) -> None:
+        """Start serving others on the connection just opened (the caller has ``mutex``)."""
+        server = serving.Server(self.db_path, self.mutex, lambda: self._served_connection(server),
+                                self._after_served_access)
+        if server.start():
+            self.server = server
+
+    def _served_connection(self, server: serving.Server) -> duckdb.DuckDBPyConnection | None:
+        return self.con if self.server is server else None
+
+    def _after_served_access(self, broken: bool) -> None:
+        if broken or _someone_waiting(self.db_path):
+            self.let_go()
+        else:
+            self.keep()
 
     def let_go(self) -> None:
-        """Close the connection and release the lock (the caller has ``mutex``)."""
+        """Stop serving, close the connection and release the lock (the caller has ``mutex``)."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
         if self.con is None:
             return
         try:
@@ -185,8 +225,9 @@ class _Holder:
             if not self.mutex.acquire(blocking=False):
                 continue  # an access is running; it looks for waiters itself when it ends
             try:
+                idle_limit_s = _keep_idle_s if self.server is None else max(_keep_idle_s, SERVE_IDLE_S)
                 if self.con is not None and (
-                    _someone_waiting(self.db_path) or time.monotonic() - self.last_used >= _keep_idle_s
+                    _someone_waiting(self.db_path) or time.monotonic() - self.last_used >= idle_limit_s
                 ):
                     self.let_go()
                 if self.con is None:
@@ -237,6 +278,12 @@ def connect(
     try:
         if holder.con is not None and (read_only or _someone_waiting(db_path)):
             holder.let_go()  # a waiting process goes first; a read-only open needs its own handle
+        if holder.con is None and not read_only:
+            remote = _join_server(db_path, deadline)
+            if remote is not None:
+                # Duck-typed: the serving holder runs what Store code asks of a cursor.
+                yield from cast(Iterator[duckdb.DuckDBPyConnection], _use_remote(remote))
+                return
         if holder.con is None:
             _acquire(holder.lock, max(0.0, deadline - time.monotonic()), marker=writer_waiting_path(db_path),
                      writer=writer, waiting=waiting_path(db_path))
@@ -246,6 +293,8 @@ def connect(
             except BaseException:
                 holder.lock.release()
                 raise
+            if _serve and not read_only:
+                holder.serve()
         yield from _use(holder, holder.con, keep=_keep_idle_s > 0 and not read_only)
     finally:
         holder.mutex.release()
@@ -266,6 +315,21 @@ def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iter
             holder.let_go()
         else:
             holder.keep()
+
+
+def _join_server(db_path: Path, deadline: float) -> socket.socket | None:
+    try:
+        return serving.join(db_path, timeout_s=max(0.0, deadline - time.monotonic()))
+    except serving.ServerBusy as exc:
+        raise DbBusy(str(exc)) from None
+
+
+def _use_remote(sock: socket.socket) -> Iterator[serving.RemoteCursor]:
+    """One access run by the serving holder (db/serving.py); it ends with the block."""
+    try:
+        yield serving.RemoteCursor(sock)
+    finally:
+        serving.end(sock)
 
 
 def _open(db_path: Path, *, lock_timeout_s: float, read_only: bool) -> duckdb.DuckDBPyConnection:

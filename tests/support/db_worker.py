@@ -96,12 +96,12 @@ def _claimed_attempt(store: Store, runner_id: str) -> tuple[int, int]:
     return claim.run_id, claim.attempt_id
 
 
-def runner_like(db: Path, seconds: float, keep: bool) -> None:
+def runner_like(db: Path, seconds: float, keep: str) -> None:
     """A runner executing a sweep: each second one point (current point, the point with
     its telemetry, the cancel check) and its heartbeats (lease and runner row).  Prints
     every write's latency (ms), the points written and the run, as JSON."""
-    if keep:
-        keep_open(KEEP_IDLE_S)
+    if keep != "close":
+        keep_open(KEEP_IDLE_S, serve=keep == "serve")
     store = Store(db, lock_timeout_s=30, quotas=Quotas(queued_runs_per_user=10_000))
     runner_id = "runner-like"
     run_id, attempt_id = _claimed_attempt(store, runner_id)
@@ -193,7 +193,7 @@ if __name__ == "__main__":
     elif mode == "read":
         poll_reads(path, float(rest[0]))
     elif mode == "runner":
-        runner_like(path, float(rest[0]), rest[1] == "keep")
+        runner_like(path, float(rest[0]), rest[1])
     elif mode == "ui":
         ui_like(path, float(rest[0]), int(rest[1]), rest[2] == "keep")
     elif mode == "hang":
