@@ -103,6 +103,9 @@ def test_direction_decides_better_or_worse_outside_the_noise_of_repeats() -> Non
         assert row["noise_source"] == "repeats"
     assert cell(table, run_id=1, metric="output_tok_s")["verdict"] == "baseline"
     assert analysis.delta_text(2.0, "same") == "≈" and analysis.delta_text(10.0, "better") == "+10.0%"
+    # The comparison hands compare_table the summary it made already: the same table.
+    summary = analysis.summarise_points(frame(*base, *other))
+    pd.testing.assert_frame_equal(compare_table(frame(*base, *other), 1, [1, 2], summary=summary), table)
 
 
 def test_one_repeat_without_samples_is_not_judged() -> None:

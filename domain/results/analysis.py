@@ -332,7 +332,8 @@ VERDICTS = ("baseline", "better", "worse", "same", "changed", "uncertain", "n/a"
 
 
 def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int] | None = None,
-                  metrics: Sequence[Metric] = METRICS, requests: RequestSamples | None = None) -> pd.DataFrame:
+                  metrics: Sequence[Metric] = METRICS, requests: RequestSamples | None = None,
+                  summary: pd.DataFrame | None = None) -> pd.DataFrame:
     """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`, ordered
     by scenario, concurrency, metric (as in ``metrics``) and run (baseline first).
 
@@ -344,11 +345,14 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     'repeats+bootstrap' (one of each), 'exact' (a server fact), None (no estimate).
     ``basis``/``n`` (and the baseline's) say how each value was computed and from how many
     requests; ``low_n``: a quantile from fewer requests than a bootstrap needs, on either side.
-    The baseline's rows are included so a wide table can show its values."""
+    The baseline's rows are included so a wide table can show its values.
+    ``summary``: :func:`summarise_points` of exactly these runs, metrics and requests, when
+    the caller has it already (the comparison does: summarising is a third of its work)."""
     wanted = list(dict.fromkeys(run_ids if run_ids is not None else frame["run_id"]))
     if baseline_run_id not in wanted:
         wanted.insert(0, baseline_run_id)
-    summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics, requests)
+    if summary is None:
+        summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics, requests)
     long = pd.concat([_metric_rows(summary, m) for m in metrics], ignore_index=True)
     base = long[long["run_id"] == baseline_run_id][
         [*POINT, "metric", "value", "ci", "ci_source", "repeats", "basis", "n"]].rename(

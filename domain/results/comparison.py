@@ -70,7 +70,9 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
     return Comparison(
         frame=selected, baseline_run_id=baseline_run_id, run_ids=others, lang=lang,
         intended_to_differ=frozenset(intended_to_differ), summary=summary,
-        compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others], requests=requests),
+        # ``selected`` holds exactly these runs, so the summary above is compare_table's own.
+        compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others], requests=requests,
+                                       summary=summary),
         saturation=curve.saturation_points(summary, gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric,
                                            sla_threshold_ms=sla_threshold_ms, keep=keep_cold),
         scaling=scaling, pareto=curve.pareto_points(summary),
