@@ -15,8 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from domain.core.data_yaml import load_data_yaml
 from domain.estimate.sizing import GPUS, GpuSpec
 from domain.estimate.step_time import Ceilings, TimingConstants
 
@@ -53,7 +52,7 @@ class Calibration:
 
 @cache
 def _document() -> dict[str, Any]:
-    data = yaml.safe_load(CALIBRATION_FILE.read_text(encoding="utf-8"))
+    data = load_data_yaml(CALIBRATION_FILE.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{CALIBRATION_FILE} is not a mapping")
     return data

@@ -1,7 +1,7 @@
 """Loading the flag package's YAML data files (policy, drift table, risk layers, ...).
 
-The files are plain data that an administrator or the team edits; they are read with
-``yaml.safe_load`` only, and each loader in this package turns the raw mapping into
+The files are plain data that an administrator or the team edits; they are read with a
+safe loader only (``domain/core/data_yaml.py``), and each loader in this package turns the raw mapping into
 typed objects so a malformed file fails at load time with the file's name.
 """
 
@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from domain.core.data_yaml import load_data_yaml
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -34,7 +36,7 @@ def load_yaml_file(path: Path) -> dict[str, Any]:
 @lru_cache(maxsize=64)
 def _load_yaml_file(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded = load_data_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise DataFileError(f"{path}: {exc}") from exc
     if not isinstance(loaded, dict):

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from domain.core.data_yaml import load_data_yaml
 
 LANGUAGES = ("ja", "en")
 _HERE = Path(__file__).resolve().parent
@@ -26,7 +26,7 @@ class CatalogueError(ValueError):
 def catalogue() -> dict[str, dict[str, str]]:
     merged: dict[str, dict[str, str]] = {}
     for path in sorted(_HERE.glob("*.yaml")):
-        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        entries = load_data_yaml(path.read_text(encoding="utf-8")) or {}
         for key, texts in entries.items():
             if key in merged:
                 raise CatalogueError(f"string key {key!r} defined twice (again in {path.name})")
