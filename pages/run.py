@@ -30,6 +30,7 @@ from pages.parts.common import (
     clear_run_caches,
     current_language,
     db_guard,
+    opened_expander,
     show_denied,
     source_label,
     store,
@@ -241,8 +242,9 @@ def plan_section(run: RunRow) -> None:
     except ValidationError as exc:  # a plan stored by an older version: the page still shows the run
         st.caption(t("run.plan_unreadable", lang, detail=f"{exc.error_count()} error(s)"))
         return
-    with st.expander(t("run.configuration", lang), expanded=False):
-        st.code(dump_plan(plan), language="yaml")
+    if (box := opened_expander(t("run.configuration", lang), f"run.{run.id}.configuration")) is not None:
+        with box:
+            st.code(dump_plan(plan), language="yaml")
 
 
 def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
@@ -253,10 +255,11 @@ def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
     topology = facts.pop("topology", None)
     roles = facts.pop("roles", None)
     if topology:
-        topology_section(topology, roles or {})
+        topology_section(topology, roles or {}, attempt.id)
     elif attempt.server_argv:
-        with st.expander(t("run.command", lang)):
-            st.code(" ".join(json.loads(attempt.server_argv)), language="bash", wrap_lines=True)
+        if (box := opened_expander(t("run.command", lang), f"run.{attempt.id}.command")) is not None:
+            with box:
+                st.code(" ".join(json.loads(attempt.server_argv)), language="bash", wrap_lines=True)
     if facts:
         info = facts.pop("server_info", {})
         cols = st.columns(4)
@@ -265,18 +268,22 @@ def facts_section(run: RunRow, attempt: AttemptRow | None) -> None:
         cols[1].metric(t("run.ready_in", lang), f"{facts.get('seconds_to_ready', 0):.1f} s")
         cols[2].metric(t("run.weight_load", lang), f"{facts.get('load_weight_elapsed_s', 0):.1f} s")
         cols[3].metric(t("run.weights_gb", lang), f"{facts.get('weight_mem_gb', 0):.1f} GB")
-        with st.expander(t("run.startup_facts", lang)):
-            st.json(facts)
-            st.json(info, expanded=False)
-    if attempt.host_info:
-        with st.expander(t("run.host", lang)):
+        if (box := opened_expander(t("run.startup_facts", lang), f"run.{attempt.id}.facts")) is not None:
+            with box:
+                st.json(facts)
+                st.json(info, expanded=False)
+    if attempt.host_info and (box := opened_expander(t("run.host", lang), f"run.{attempt.id}.host")) is not None:
+        with box:
             st.json(json.loads(attempt.host_info), expanded=1)
-    if attempt.log_tail:
-        with st.expander(t("run.log_tail", lang), expanded=attempt.status == "failed"):
+    # Keyed by whether the attempt failed too: a failure opens the log even if it was closed before.
+    failed = attempt.status == "failed"
+    if attempt.log_tail and (box := opened_expander(t("run.log_tail", lang), f"run.{attempt.id}.log.{failed}",
+                                                    expanded=failed)) is not None:
+        with box:
             st.code(attempt.log_tail[-8000:], language="log")
 
 
-def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
+def topology_section(topology: dict[str, Any], roles: dict[str, Any], key: int) -> None:
     """A router or PD topology as launched: every member, its GPUs, ports, start-up facts
     and exact command."""
     st.subheader(t("run.topology", lang, kind=topology.get("kind", "?")))
@@ -291,10 +298,11 @@ def topology_section(topology: dict[str, Any], roles: dict[str, Any]) -> None:
             t("run.ready_in", lang): role_facts.get("seconds_to_ready"),
         })
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    with st.expander(t("run.command", lang)):
-        for member in topology.get("members", []):
-            st.caption(member["name"])
-            st.code(" ".join(member.get("argv") or []), language="bash", wrap_lines=True)
+    if (box := opened_expander(t("run.command", lang), f"run.{key}.commands")) is not None:
+        with box:
+            for member in topology.get("members", []):
+                st.caption(member["name"])
+                st.code(" ".join(member.get("argv") or []), language="bash", wrap_lines=True)
 
 
 def eta_text(finished: list[PointRow], total: int) -> str:

@@ -111,6 +111,13 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         expect(page.get_by_text("succeeded").first).to_be_visible(timeout=60_000)
         assert runner.wait(timeout=60) == 0
         screenshot(page, "run-succeeded-en")
+        # The details behind a click are drawn when opened (pages/parts/common.py
+        # opened_expander): nothing of them is on the page before, the command after.
+        expect(page.locator('[data-testid="stMain"] code')).to_have_count(0)
+        page.get_by_text("The command that ran").click()
+        expect(page.locator("code").filter(has_text="--max-running-requests 32")).to_be_visible(timeout=30_000)
+        page.get_by_text("Configuration (plan)").click()
+        expect(page.locator("code").filter(has_text="kv-cache-dtype: fp8_e4m3")).to_be_visible(timeout=30_000)
 
         # A second, longer run is cancelled mid-sweep from its page.
         long_plan = small_plan(name="long", benchmark={

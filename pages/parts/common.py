@@ -148,3 +148,13 @@ def source_label(source: str, lang: str) -> str:
     """Emulated and imported data are labelled wherever they appear (plain text: the
     browser may have no emoji font)."""
     return t(f"source.{source}", lang).upper() if source != "measured" else t(f"source.{source}", lang)
+
+
+def opened_expander(label: str, key: str, *, expanded: bool = False) -> Any | None:
+    """An expander whose content is drawn only while it is open: the expander itself when
+    open, else None (Streamlit's stateful expander: opening or closing it reruns).  For
+    details behind a click (a plan's YAML, a command line, a log): a closed expander's
+    content is still sent and drawn, and one ``st.code`` or ``st.json`` in it makes a fresh
+    tab load and run the code highlighter's 1.6 MB of script before the page settles."""
+    box = st.expander(label, expanded=expanded, key=key, on_change="rerun")
+    return box if box.open else None
