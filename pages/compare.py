@@ -14,6 +14,7 @@ run has one colour everywhere."""
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Hashable, Mapping
@@ -139,7 +140,8 @@ def _layer_name(layers: LayerTable, layer_id: object) -> str:
 def config_diff_section(c: Comparison) -> None:
     st.subheader(t("compare.config_diff", lang))
     show_all = st.toggle(t("compare.show_all_flags", lang))
-    diff = comparability.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all)
+    diff = derived(c, ("config_diff", show_all),
+                   lambda: comparability.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all))
     if diff.empty:
         st.caption(t("compare.no_flag_diff", lang))
     else:
@@ -160,7 +162,8 @@ def config_diff_section(c: Comparison) -> None:
         if not cross_engine:  # runs of one engine: every flag is its own row, no counterpart to name
             diff = diff.drop(columns=[t("compare.diff.counterpart", lang)])
         st.dataframe(diff, hide_index=True, width="stretch")
-    notes = comparability.cross_engine_notes(c.frame, c.baseline_run_id, c.run_ids, lang)
+    notes = derived(c, "cross_engine_notes",
+                    lambda: comparability.cross_engine_notes(c.frame, c.baseline_run_id, c.run_ids, lang))
     if notes:
         st.caption(t("compare.knob.heading", lang))
         st.markdown("\n".join(f"- {md(line)}" for line in notes))
@@ -218,7 +221,7 @@ def metrics_section(c: Comparison, stat: str) -> list[str]:
     for kind in kinds:
         metric = metric_of(kind, stat)
         label = analysis.metric_label(metric, lang)
-        table, styles, config = metric_table(c, metric)
+        table, styles, config = derived(c, ("metric_table", metric), functools.partial(metric_table, c, metric))
         st.markdown(f"**{md(label)}**")
         if (table == "").all().all():
             st.caption(t("compare_page.no_values", lang, metric=label))
