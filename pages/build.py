@@ -77,7 +77,15 @@ from pages.parts.build_form import (
     submission_key,
     vllm_engine,
 )
-from pages.parts.common import cached_runners, clear_run_caches, current_language, db_guard, localised_choice, store
+from pages.parts.common import (
+    cached_runners,
+    clear_run_caches,
+    current_language,
+    db_guard,
+    localised_choice,
+    opened_expander,
+    store,
+)
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, advanced_section, apply_translation, levers_section
 from pages.parts.topology_editor import topology_section
 from pages.parts.vllm_carry import carry_section
@@ -85,6 +93,7 @@ from pages.parts.vllm_levers import vllm_advanced_section, vllm_levers_section
 
 lang = current_language()
 settings = get_settings()
+YAML_OPEN = "build.yaml_open"  # the plan's YAML expander: drawn only while open (its state, by this key)
 
 
 # --- start from ----------------------------------------------------------------------
@@ -483,15 +492,18 @@ if problems:
 keep_draft()
 with right:
     blocking, check_field_errors = live_checks(current, problems, host_versions[-1] if host_versions else None)
-    if current is not None:
-        with st.expander(t("build.yaml", lang)):
+    if current is not None and (yaml_box := opened_expander(t("build.yaml", lang), YAML_OPEN)) is not None:
+        with yaml_box:
             st.code(dump_plan(current), language="yaml")
             st.download_button(t("build.download_yaml", lang), dump_plan(current),
                                file_name=f"{slug(current.name, 'plan')}.yaml", on_click="ignore")
     policy_path = settings.flag_policy_file or DEFAULT_POLICY_PATH
-    with st.expander(t("build.policy", lang)):
-        st.caption(t("build.policy_help", lang, path=str(policy_path)))
-        st.code(policy_path.read_text(encoding="utf-8"), language="yaml")
+    # Drawn only when opened: highlighting the policy's 10 KB of YAML was a fifth of a fresh
+    # tab's time on this page, for a file most visits never read.
+    if (policy_box := opened_expander(t("build.policy", lang), "build.policy_open")) is not None:
+        with policy_box:
+            st.caption(t("build.policy_help", lang, path=str(policy_path)))
+            st.code(policy_path.read_text(encoding="utf-8"), language="yaml")
 # The button ends the page, after every field it submits, with what blocks it beside it.
 submit_section(current, blocking)
 # Each error that names a field also under that field's widget (the summary above keeps them all).

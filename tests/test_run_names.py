@@ -108,6 +108,8 @@ def test_the_form_queues_a_run_under_a_japanese_name(app_env: Path, monkeypatch:
     at = _build_page("en", monkeypatch)
     _name_box(at).set_value(NAME).run()
     assert not at.exception and not at.error
+    at.session_state["build.yaml_open"] = True  # the user opens the plan's YAML (pages/build.py YAML_OPEN)
+    at.run()
     assert any(NAME in code.value for code in at.code)  # the plan's YAML, as it will be queued
     next(b for b in at.button if b.label == "Queue this run").click().run()
     [run] = Store(app_env).list_runs()
