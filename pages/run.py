@@ -53,6 +53,10 @@ POINT_COLUMNS = {
     "e2e_median_ms": "E2E p50 (ms)", "e2e_p99_ms": "E2E p99 (ms)", "completed": "completed",
     "requested": "requested", "achieved_concurrency": "achieved conc.",
 }
+# Throughputs and latencies to a tenth, QPS to a hundredth: the stored values carry four
+# or more decimals that no reader of this table can use.
+POINT_FORMATS = {**{name: "%.1f" for name in ("output tok/s", "total tok/s", "achieved conc.")},
+                 **{name: "%.1f" for name in POINT_COLUMNS.values() if name.endswith("(ms)")}, "QPS": "%.2f"}
 
 
 def _run_id() -> int | None:
@@ -210,7 +214,8 @@ def points_section(points: list[PointRow], run: RunRow) -> None:
     frame = pd.DataFrame(points)[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS)
     # Which host ran each point (a Ray node, or this runner host); imported points: unknown.
     frame[t("run.col_host", lang)] = [json.loads(p.timing or "{}").get("host") or "—" for p in points]
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.dataframe(frame, hide_index=True, width="stretch",
+                 column_config={name: st.column_config.NumberColumn(format=fmt) for name, fmt in POINT_FORMATS.items()})
     chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
                             var_name="metric")
     st.altair_chart(run_points_chart(chart_data))
