@@ -4,20 +4,16 @@ state older than the last commit, and it leaves no WAL behind."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from db import Store, connection
 from db.recovery import wal_path_for
-from tests.conftest import ROOT
 from tests.support.actors import admin
+from tests.support.line_peer import LinePeer
 
 # The other process: reads or writes on command from stdin, one line per command, and
 # answers with one line (JSON).  It keeps its connection too, like the app and the runner.
@@ -40,23 +36,9 @@ for line in sys.stdin:
 """
 
 
-class Peer:
+class Peer(LinePeer):
     def __init__(self, db: Path, keep_s: float) -> None:
-        code = "from tests.support.actors import admin\nADMIN = admin()\n" + _PEER
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(db), str(keep_s)], cwd=ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(self, command: str) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
-        return answer
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        assert self.proc.wait(timeout=30) == 0
+        super().__init__("from tests.support.actors import admin\nADMIN = admin()\n" + _PEER, str(db), str(keep_s))
 
 
 @pytest.fixture

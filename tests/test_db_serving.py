@@ -6,14 +6,12 @@ themselves, and a process that waits for the lock itself still gets the file."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
@@ -21,6 +19,7 @@ import pytest
 from db import Store, connection, serving
 from tests.conftest import ROOT
 from tests.support.actors import admin
+from tests.support.line_peer import LinePeer
 
 # The holder: keeps and serves, and answers one line (JSON) per command from stdin:
 # "write X" audits X itself, "state" says whether it holds and serves, and which
@@ -44,22 +43,9 @@ for line in sys.stdin:
 """
 
 
-class Holder:
+class Holder(LinePeer):
     def __init__(self, db: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(db)], cwd=ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(self, command: str) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
-        return answer
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        assert self.proc.wait(timeout=30) == 0
+        super().__init__(_HOLDER, str(db))
 
 
 @pytest.fixture
