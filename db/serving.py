@@ -147,8 +147,9 @@ class Server:
             try:
                 if not _peer_is_same_user(client):
                     return
-                _kind, timeout_s = _receive(client)
-            except (OSError, ConnectionError, pickle.UnpicklingError, ValueError, struct.error):
+                _kind, asked_s = _receive(client)
+                timeout_s = max(0.0, float(asked_s))  # a negative timeout would wait for ever
+            except (OSError, ConnectionError, pickle.UnpicklingError, ValueError, TypeError, struct.error):
                 return
             if not self.mutex.acquire(timeout=timeout_s):
                 _send_quietly(client, ("busy",))
