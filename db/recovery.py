@@ -1,8 +1,8 @@
 """After an unclean shutdown: a WAL left beside the database file, and a file DuckDB refuses.
 
-Every access in db/connection.py closes its connection, and a clean close checkpoints and
-deletes the WAL, so a WAL found under the cross-process lock is a leftover of a process
-that died inside a DB access.  DuckDB replays it on the next open and deletes it; a torn
+Every access in db/connection.py closes its connection or, kept, checkpoints after each
+commit, and a clean close checkpoints and deletes the WAL, so a WAL found under the
+cross-process lock is a leftover of a process that died inside a DB access.  DuckDB replays it on the next open and deletes it; a torn
 or damaged WAL is replayed only up to the damage, without an error (DuckDB 2.0.1: a WAL
 cut in half lost the committed rows after the cut).  So the runner keeps a copy before
 anything opens the file and says so (a warning and a ``wal_recovered`` audit row):
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import duckdb
-import filelock
 
-from db.connection import DbUnusable, lock_path_for
+from db.backup import exclusive
+from db.connection import DbUnusable
 from db.store import Store
 
 
@@ -33,7 +33,10 @@ def keep_leftover_wal(db_path: Path, lock_timeout_s: float) -> Path | None:
     wal = wal_path_for(db_path)
     if not wal.exists():
         return None
-    with filelock.FileLock(str(lock_path_for(db_path)), timeout=lock_timeout_s):
+    # As a waiting writer (db/backup.py exclusive), so that a process keeping or serving the
+    # file lets go at once, closing it (which checkpoints its WAL away) instead of holding the
+    # lock until its idle limit: a WAL found after that was left by a process that died.
+    with exclusive(db_path, lock_timeout_s=lock_timeout_s):
         if not wal.exists():
             return None
         kept = wal.with_name(f"{wal.name}.kept-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
