@@ -325,9 +325,15 @@ def _join_server(db_path: Path, deadline: float) -> socket.socket | None:
 
 
 def _use_remote(sock: socket.socket) -> Iterator[serving.RemoteCursor]:
-    """One access run by the serving holder (db/serving.py); it ends with the block."""
+    """One access run by the serving holder (db/serving.py); it ends with the block.  A
+    holder lost mid-access is ``DbBusy`` to the caller: the UI says "busy" and tries again,
+    and the next access takes the file itself.  The block is not replayed here: a change
+    whose commit went unanswered may have landed, and the Store's writes are guarded or
+    keyed so that the caller's retry finds that out (a lost race, the same queued run)."""
     try:
         yield serving.RemoteCursor(sock)
+    except serving.ServerLost as exc:
+        raise DbBusy(str(exc)) from exc
     finally:
         serving.end(sock)
 

@@ -49,6 +49,11 @@ class ServerBusy(TimeoutError):
     """The holder's turn stayed taken for the whole lock timeout."""
 
 
+class ServerLost(ConnectionError):
+    """The serving holder went away in the middle of an access (killed, or its connection
+    to us broke): whether the access's last statement took effect is not known."""
+
+
 def address_for(db_path: Path) -> bytes:
     digest = hashlib.sha256(str(db_path.resolve()).encode()).hexdigest()[:40]
     return _ADDRESS_PREFIX + digest.encode()
@@ -234,8 +239,11 @@ class RemoteCursor:
         return self._run(("executemany", sql, list(parameters)))
 
     def _run(self, message: tuple[Any, ...]) -> RemoteCursor:
-        _send(self._sock, message)
-        reply = _receive(self._sock)
+        try:
+            _send(self._sock, message)
+            reply = _receive(self._sock)
+        except (OSError, pickle.UnpicklingError, struct.error) as exc:  # ConnectionError is an OSError
+            raise ServerLost(f"the process serving the database went away during this access: {exc}") from exc
         if reply[0] == "error":
             raise reply[1]
         _kind, self.description, self._rows = reply

@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from db import Store, connection, serving
+from db import DbBusy, Store, connection, serving
 from tests.conftest import ROOT
 from tests.support.actors import admin
 from tests.support.line_peer import LinePeer
@@ -114,6 +114,21 @@ def test_a_process_waiting_for_the_lock_gets_the_file_and_serving_resumes(
     resumed = holder.ask("write again")
     assert resumed["holds"] and resumed["serves"]
     assert _actions(store) == ["again", "by-lock", "first"]
+
+
+def test_a_holder_killed_mid_access_is_busy_to_the_client_and_the_next_access_takes_the_file(
+        store: Store, db_path: Path) -> None:
+    store.migrate()
+    doomed = Holder(db_path)
+    assert doomed.ask("write first")["serves"]
+    with pytest.raises(DbBusy, match="went away"):
+        with connection.connect(db_path, lock_timeout_s=5) as con:
+            assert con.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)
+            doomed.proc.kill()
+            doomed.proc.wait(timeout=30)
+            con.execute("SELECT count(*) FROM audit_log")
+    store.audit("client", "after", None, {})  # nobody serves now: this process takes the file
+    assert _actions(store) == ["after", "first"]
 
 
 def test_each_file_has_its_own_address(tmp_path: Path) -> None:
