@@ -142,18 +142,18 @@ def _grid_start(log_c: np.ndarray, log_thr: np.ndarray, lower: list[float], uppe
     comparison's first computation)."""
     log_k = np.linspace(lower[1], upper[1], _GRID_K)[:, None, None]
     log_n = np.linspace(lower[2], upper[2], _GRID_N)[None, :, None]
-    n = np.exp(log_n)
-    shape = log_c[None, None, :] - np.logaddexp(n * log_c[None, None, :], n * log_k) / n
+    shape = _log_curve((0.0, log_k, log_n), log_c)  # the curve with log T = 0, per cell and point
     log_t = np.clip((log_thr - shape).mean(axis=2), lower[0], upper[0])
     cost = ((shape + log_t[:, :, None] - log_thr) ** 2).sum(axis=2)
     i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
     return np.array([log_t[i, j], log_k[i, 0, 0], log_n[0, j, 0]])
 
 
-def _log_curve(params: np.ndarray, log_c: np.ndarray) -> np.ndarray:
-    """log thr(c) = log T + log c − log(cⁿ + kⁿ)/n, with logaddexp so no power overflows."""
+def _log_curve(params: Any, log_c: np.ndarray) -> np.ndarray:
+    """log thr(c) = log T + log c − log(cⁿ + kⁿ)/n, with logaddexp so no power overflows.
+    The parameters may be arrays that broadcast against ``log_c`` (the start grid)."""
     log_t, log_k, log_n = params
-    n = math.exp(log_n)
+    n = np.exp(log_n)
     return log_t + log_c - np.logaddexp(n * log_c, n * log_k) / n
 
 
