@@ -40,6 +40,8 @@ import duckdb
 _ADDRESS_PREFIX = b"\0benchdeck-db-"
 _LENGTH = struct.Struct("!I")
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# What a broken or garbled connection raises (ConnectionError is an OSError).
+_WIRE_ERRORS = (OSError, pickle.UnpicklingError, struct.error)
 # A client gives up on a server that took the connection but did not answer "begin"
 # within its lock timeout plus this (a stopped or dying holder).
 _ANSWER_GRACE_S = 1.0
@@ -154,7 +156,7 @@ class Server:
                     return
                 _kind, asked_s = _receive(client)
                 timeout_s = max(0.0, float(asked_s))  # a negative timeout would wait for ever
-            except (OSError, ConnectionError, pickle.UnpicklingError, ValueError, TypeError, struct.error):
+            except (*_WIRE_ERRORS, ValueError, TypeError):
                 return
             if not self.mutex.acquire(timeout=timeout_s):
                 _send_quietly(client, ("busy",))
@@ -184,7 +186,7 @@ class Server:
                 reply, spoilt = _execute(cursor, message)
                 broken = broken or spoilt
                 _send(client, reply)
-        except (OSError, ConnectionError, pickle.UnpicklingError, struct.error):
+        except _WIRE_ERRORS:
             pass  # the client went away mid-access: what it left open is rolled back below
         finally:
             if not ended and not broken:
@@ -242,7 +244,7 @@ class RemoteCursor:
         try:
             _send(self._sock, message)
             reply = _receive(self._sock)
-        except (OSError, pickle.UnpicklingError, struct.error) as exc:  # ConnectionError is an OSError
+        except _WIRE_ERRORS as exc:
             raise ServerLost(f"the process serving the database went away during this access: {exc}") from exc
         if reply[0] == "error":
             raise reply[1]
@@ -273,7 +275,7 @@ def join(db_path: Path, *, timeout_s: float) -> socket.socket | None:
         sock.settimeout(timeout_s + _ANSWER_GRACE_S)
         _send(sock, ("begin", timeout_s))
         answer = _receive(sock)[0]
-    except (OSError, ConnectionError, pickle.UnpicklingError, struct.error):
+    except _WIRE_ERRORS:
         sock.close()
         return None
     if answer != "ok":
@@ -287,9 +289,5 @@ def join(db_path: Path, *, timeout_s: float) -> socket.socket | None:
 
 def end(sock: socket.socket) -> None:
     """End the access (the holder takes its turn back) and close the connection."""
-    try:
-        _send(sock, ("end",))
-    except OSError:
-        pass  # the holder went away: its side has already ended the access
-    finally:
-        sock.close()
+    _send_quietly(sock, ("end",))  # if the holder went away, its side has ended the access already
+    sock.close()
