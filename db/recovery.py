@@ -5,9 +5,8 @@ commit, and a clean close checkpoints and deletes the WAL, so a WAL found under 
 cross-process lock is a leftover of a process that died inside a DB access.  DuckDB
 replays it on the next open and deletes it; a torn or damaged WAL is replayed only up
 to the damage, without an error (DuckDB 2.0.1: a WAL cut in half lost the committed
-rows after the cut).  So the runner keeps a copy before
-anything opens the file and says so (a warning and a ``wal_recovered`` audit row):
-nothing is lost silently.
+rows after the cut).  So the runner keeps a copy before anything opens the file and says
+so (a warning and a ``wal_recovered`` audit row): nothing is lost silently.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ forwarding header the app did not ask for, and switch off legacy ``pages/`` disc
   through app.py (``tests/test_browser_app.py`` opens a deep link first).
 - **Imports ahead of the first visitor:** the modules the pages import (``db``, the
   analysis with scipy, the charts with Altair, the deck with python-pptx, Streamlit's
-  emoji table: about 2 s here) are imported in a background thread while the server starts, so the first visit
-  of a page after a start does not wait for them (``python -m bench pages_browser``,
-  cold column).
+  emoji table: about 2 s here) are imported in a background thread while the server
+  starts, so the first visit of a page after a start does not wait for them (``python -m
+  bench pages_browser``, cold column).
 
 Usage: python scripts/serve_app.py [streamlit run options...]
 """

@@ -1,8 +1,9 @@
 """Loading the flag package's YAML data files (policy, drift table, risk layers, ...).
 
 The files are plain data that an administrator or the team edits; they are read with a
-safe loader only (``domain/core/data_yaml.py``), and each loader in this package turns the raw mapping into
-typed objects so a malformed file fails at load time with the file's name.
+safe loader only (``domain/core/data_yaml.py``), and each loader in this package turns
+the raw mapping into typed objects so a malformed file fails at load time with the
+file's name.
 """
 
 from __future__ import annotations
