@@ -2,10 +2,11 @@
 every difference with both values (red when not comparable) and what changed (flags with
 their layer and risk, conditions under test); the flag diff; the metrics, one table per
 metric with the runs side by side (value and Δ: "≈" inside the noise, "?" without a noise
-estimate) at the chosen latency statistic (p50 / p90 / p99); goodput under an SLA; scaling
-efficiency with its badges and the keep-cold-first-points control; saturation; validity per
-point (points × runs); the Pareto front of interactivity against throughput per GPU with
-the change between two of its points; the charts; the downloads.
+estimate) at the chosen latency statistic (p50 / p90 / p99); the cold first points with the
+control that keeps them; then the analyses, one tab each, only the open one drawn: scaling
+efficiency with its badges, goodput under an SLA, saturation, validity per point (points ×
+runs), the Pareto front of interactivity against throughput per GPU with the change between
+two of its points, the estimates, the charts; the downloads.
 
 Every number comes from :mod:`domain.results` and every export from :mod:`domain.slides`
 (which put the verdict and what changed first); this page only lays them out.  Charts are
@@ -318,15 +319,21 @@ def efficiency_cell(row: Mapping[str, Any]) -> str:
     return " · ".join([text, *marks])
 
 
+def cold_points_notice(c: Comparison) -> None:
+    """The cold first points and the toggle that keeps them: above the analyses' tabs, not in
+    one of them, because keeping them changes the efficiencies, knees and saturation points."""
+    cold = c.scaling[c.scaling["cold"].fillna(False).astype(bool)]
+    if cold.empty:
+        return
+    points = ", ".join(f"#{r} {s} c={conc}" for r, s, conc in zip(cold["run_id"], cold["scenario"],
+                                                                cold["concurrency"], strict=True))
+    st.warning(md(t("compare_page.cold_points", lang, points=points)) + "  \n"
+               + md(validity.badge_explanation("cold_first_point", lang)), icon=":material/ac_unit:")
+    st.toggle(t("compare_page.keep_cold", lang), key=KEEP_COLD_KEY, help=t("compare_page.keep_cold_help", lang))
+
+
 def scaling_section(c: Comparison) -> None:
     st.subheader(t("compare_page.scaling", lang))
-    cold = c.scaling[c.scaling["cold"].fillna(False).astype(bool)]
-    if not cold.empty:
-        points = ", ".join(f"#{r} {s} c={conc}" for r, s, conc in zip(cold["run_id"], cold["scenario"],
-                                                                    cold["concurrency"], strict=True))
-        st.warning(md(t("compare_page.cold_points", lang, points=points)) + "  \n"
-                   + md(validity.badge_explanation("cold_first_point", lang)), icon=":material/ac_unit:")
-        st.toggle(t("compare_page.keep_cold", lang), key=KEEP_COLD_KEY, help=t("compare_page.keep_cold_help", lang))
     by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in c.scaling.to_dict("records")}
     table, config = points_pivot(c, lambda key: efficiency_cell(by_point[key]) if key in by_point else "")
     st.dataframe(table, column_config=config, width="stretch")
@@ -562,6 +569,36 @@ def charts_section(c: Comparison, stat: str, metrics: list[str]) -> None:
                 st.caption(t("compare_page.no_gpu_note", lang))
 
 
+def analyses(c: Comparison, stat: str, metrics: list[str]) -> dict[str, Callable[[], None]]:
+    """The analyses below the metrics, by tab, in reading order."""
+    return {
+        "scaling": lambda: scaling_section(c),
+        "goodput": lambda: goodput_section(c),
+        "saturation": lambda: saturation_section(c),
+        "validity": lambda: validity_section(c),
+        "pareto": lambda: pareto_section(c, pareto_of(c, stat), stat,
+                                         slide_chart(c, stat, t("compare.chart.pareto_title", lang))),
+        "estimates": lambda: estimate_section(c),
+        "charts": lambda: charts_section(c, stat, metrics),
+    }
+
+
+def analyses_section(c: Comparison, stat: str, metrics: list[str]) -> None:
+    """One tab per analysis, and only the open tab drawn.  Drawn all at once, the seven took
+    the browser about a second and a half at nine runs (two Vega charts, five data grids),
+    more than the rest of the page; a closed tab's content is drawn all the same, so the
+    tabs are Streamlit's stateful ones (opening one reruns the page, which recomputes
+    nothing: every analysis is derived once per comparison)."""
+    st.subheader(t("compare_page.analyses", lang))
+    sections = analyses(c, stat, metrics)
+    tabs = st.tabs([t(f"compare_page.tab.{name}", lang) for name in sections], key=f"compare.analysis_tab.{lang}",
+                   on_change="rerun")
+    for tab, draw in zip(tabs, sections.values(), strict=True):
+        if tab.open:
+            with tab:
+                draw()
+
+
 def _no_gpu_values(c: Comparison) -> bool:
     return all(pd.to_numeric(c.summary[m], errors="coerce").isna().all() for m in charts.GPU_METRICS)
 
@@ -620,13 +657,6 @@ if selection is not None:
         config_diff_section(result)
         statistic = statistic_picker()
         shown_metrics = metrics_section(result, statistic)
-        goodput_section(result)
-        scaling_section(result)
-        saturation_section(result)
-        validity_section(result)
-        pareto_frame = pareto_of(result, statistic)
-        pareto_section(result, pareto_frame, statistic,
-                       slide_chart(result, statistic, t("compare.chart.pareto_title", lang)))
-        estimate_section(result)
-        charts_section(result, statistic, shown_metrics)
+        cold_points_notice(result)
+        analyses_section(result, statistic, shown_metrics)
         downloads_section(result, statistic)

@@ -25,6 +25,7 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from db import Store
+from domain.core.i18n import t
 from tests.conftest import ROOT
 from tests.support.actors import operator
 from tests.support.app_server import (
@@ -125,6 +126,15 @@ def _open(page: Page, url: str, query: str) -> None:
     page.wait_for_timeout(1500)  # charts draw after their element appears
 
 
+def _open_tab(page: Page, name: str) -> None:
+    """Open a tab (an analysis, or a chart inside the Charts analysis) as a user does, and
+    wait for the rerun that draws it: only the open tab's content is drawn."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
+    expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1, timeout=60_000)
+
+
 
 
 def _table_label(page: Page, title: str) -> Locator:
@@ -216,6 +226,7 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     url, runs = compare_app
     page = _page(browser)
     _open(page, url, f"baseline={runs['base']}&runs={runs['fp8']}&lang=en")
+    _open_tab(page, "Pareto")
     change = page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user [+-]\d+\.\d%, tok/s/GPU [+-]\d+\.\d%\.$"))
     expect(change).to_be_visible()
     before = change.inner_text()
@@ -229,14 +240,14 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before, timeout=30_000)
 
 
-def _all_charts_fit(page: Page, width: int, tab: int) -> None:
+def _chart_fits(page: Page, width: int, where: str) -> None:
+    """The one chart drawn (only the open tab's is) lies within the viewport's width."""
     charts = page.locator("[data-testid=stVegaLiteChart]")
-    assert charts.count() == 2  # the Pareto chart and the open tab's
-    for index in range(charts.count()):
-        chart = charts.nth(index)
-        chart.scroll_into_view_if_needed()
-        box = chart.locator("canvas, svg").first.bounding_box()
-        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (tab, index, box)
+    expect(charts.locator("canvas, svg").first).to_be_visible(timeout=30_000)
+    assert charts.count() == 1, where
+    charts.first.scroll_into_view_if_needed()
+    box = charts.first.locator("canvas, svg").first.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (where, box)
 
 
 @pytest.mark.parametrize("lang", ["ja", "en"])
@@ -246,19 +257,24 @@ def test_nothing_is_cut_off_and_screenshots(compare_app, browser: Browser, lang:
     for width in (1400, 1920):
         page = _page(browser, width)
         _open(page, url, query)
-        if width == 1400:  # the Pareto chart, then each chart tab's chart (only the open tab's is drawn)
-            tabs = page.get_by_role("tab")
-            expect(tabs).to_have_count(4)
-            for index in range(4):
-                tabs.nth(index).click()
-                expect(tabs.nth(index)).to_have_attribute("aria-selected", "true")
-                expect(page.locator('[role="tabpanel"] [data-testid=stVegaLiteChart] canvas, '
-                                    '[role="tabpanel"] [data-testid=stVegaLiteChart] svg').first).to_be_visible(
-                    timeout=30_000)
-                expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1)
-                _all_charts_fit(page, width, index)
+        # The analyses open on scaling: a table, no chart drawn until a chart's tab is opened.
+        expect(page.get_by_role("tab", name=t("compare_page.tab.scaling", lang), exact=True)).to_have_attribute(
+            "aria-selected", "true")
+        assert page.locator("[data-testid=stVegaLiteChart]").count() == 0
         full_screenshot(page, f"compare-views-{lang}-{width}")
+        if width == 1400:  # the Pareto chart, then each chart tab's chart
+            _open_tab(page, t("compare_page.tab.pareto", lang))
+            _chart_fits(page, width, "pareto")
+            full_screenshot(page, f"compare-views-pareto-{lang}-{width}")
+            page.set_viewport_size({"width": width, "height": 1100})
+            _open_tab(page, t("compare_page.tab.charts", lang))
+            titles = [t(f"compare.chart.{name}_title", lang) for name in ("metrics", "latency", "gpu", "scaling")]
+            for title in titles:
+                _open_tab(page, title)
+                _chart_fits(page, width, title)
         page.goto(f"{url}/checklist?{query}")
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=60_000)
         page.wait_for_timeout(1500)
         full_screenshot(page, f"checklist-views-{lang}-{width}")
+
+
