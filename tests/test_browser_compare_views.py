@@ -241,9 +241,13 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
 
 
 def _chart_fits(page: Page, width: int, where: str) -> None:
-    """The one chart drawn (only the open tab's is) lies within the viewport's width."""
+    """The one chart drawn (only the open tab's is) lies within the viewport's width.  The
+    chart is looked for among visible ones: the tab just left is hidden at the click, while
+    its chart stays in the page until the rerun that draws the new tab has finished."""
+    expect(page.locator("[data-testid=stVegaLiteChart]:visible").locator("canvas, svg").first).to_be_visible(
+        timeout=30_000)
+    expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1, timeout=60_000)
     charts = page.locator("[data-testid=stVegaLiteChart]")
-    expect(charts.locator("canvas, svg").first).to_be_visible(timeout=30_000)
     assert charts.count() == 1, where
     charts.first.scroll_into_view_if_needed()
     box = charts.first.locator("canvas, svg").first.bounding_box()
