@@ -71,7 +71,7 @@ def run(quick: bool = False) -> None:
             ids[0], ids[1:], "en"), repeats=10)
         print(f"  query + frame + full analysis (3 runs): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
         p50, p95 = _timed(lambda: store.runs_for_picker())
-        print(f"  run picker (2,000 newest): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+        print(f"  run picker (200 newest finished, and how many): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
         p50, p95 = _timed(lambda: store.list_runs(200))
         print(f"  runs page list (200 newest, with progress): p50 {p50:.1f} ms, p95 {p95:.1f} ms")
         render = [_render_compare(db, pick()) for _ in range(3)]

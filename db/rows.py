@@ -113,6 +113,14 @@ class PickerRunRow(Row):
 
 
 @dataclass(frozen=True)
+class PickerChoiceRow(Row):
+    """One model and GPU label pair among the finished runs (``PICKER_CHOICES``)."""
+
+    model: str
+    gpu: str
+
+
+@dataclass(frozen=True)
 class ConfigurationRow(Row):
     """One immutable configuration (``GET_CONFIGURATION``)."""
 

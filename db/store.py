@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from db.rows import (
     ComparisonPointRow,
     ConfigurationRow,
     ImportRow,
+    PickerChoiceRow,
     PickerRunRow,
     PointRow,
     RunnerRow,
@@ -104,6 +105,26 @@ class RunnerCapabilities:
     gpu_count: int
     sglang_version: str | None  # None: this host has no real SGLang (demo mode)
     vllm_version: str | None = None  # None: this host has no real vLLM
+
+
+@dataclass(frozen=True)
+class PickerFilters:
+    """What the compare page's run picker filters by (``RUNS_FOR_PICKER``); an empty tuple,
+    an empty tag or no date filters nothing.  Models and GPUs are the labels the picker shows
+    (``picker_choices``): ``unknown`` for a run that does not name its model, ``<count>×<type>``
+    for a GPU.  Hashable, so a page can cache by it."""
+
+    models: tuple[str, ...] = ()
+    gpus: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    statuses: tuple[str, ...] = ()
+    tag: str = ""
+    since: date | None = None
+    unknown: str = "?"
+
+    def params(self) -> dict[str, Any]:
+        return {"models": list(self.models), "gpus": list(self.gpus), "sources": list(self.sources),
+                "statuses": list(self.statuses), "tag": self.tag, "since": self.since, "unknown": self.unknown}
 
 
 def _one(row: tuple[Any, ...] | None) -> Any:
@@ -532,9 +553,19 @@ class Store:
                 continue
         return frames
 
-    def runs_for_picker(self, limit: int = 2000) -> list[PickerRunRow]:
+    def runs_for_picker(self, filters: PickerFilters = PickerFilters(), limit: int = 200
+                        ) -> tuple[list[PickerRunRow], int]:
+        """The newest ``limit`` finished runs that match ``filters``, and how many match."""
+        params = filters.params()
         with self._read() as con:
-            return PickerRunRow.from_cursor(con.execute(q.RUNS_FOR_PICKER, [limit]))
+            rows = PickerRunRow.from_cursor(con.execute(q.RUNS_FOR_PICKER, {**params, "limit": limit}))
+            matching = int(_one(con.execute(q.COUNT_PICKER_RUNS, params).fetchone()))
+        return rows, matching
+
+    def picker_choices(self, unknown: str) -> list[PickerChoiceRow]:
+        """The model and GPU labels of the finished runs (a run without a model: ``unknown``)."""
+        with self._read() as con:
+            return PickerChoiceRow.from_cursor(con.execute(q.PICKER_CHOICES, {"unknown": unknown}))
 
     def picker_runs_by_id(self, run_ids: list[int]) -> list[PickerRunRow]:
         """:meth:`runs_for_picker`'s rows for these runs, however old (finished runs only)."""

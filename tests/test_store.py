@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
-from datetime import datetime
+from datetime import date, datetime
 
 import pytest
 
 from db import IllegalMove, LostRace, RunnerCapabilities, Store
+from db.connection import transaction
 from db.rows import (
     AttemptRow,
     AuditRow,
@@ -21,6 +22,7 @@ from db.rows import (
     SchemaVersionRow,
     TelemetryRow,
 )
+from db.store import PickerFilters
 from domain.core.states import AttemptStatus, FailureKind, RunStatus
 from domain.results.bench_record import METRIC_COLUMNS
 from tests.plans import minimal_plan
@@ -238,7 +240,8 @@ def test_every_read_returns_its_typed_rows(store: Store) -> None:
     assert isinstance(compared, ComparisonPointRow) and compared.gpu_util_mean == 50.0
     [telemetry] = store.telemetry_of(claim.run_id)
     assert isinstance(telemetry, TelemetryRow) and (telemetry.metric, telemetry.max) == ("util_pct", 60.0)
-    [picked] = store.runs_for_picker()
+    [picked], matching = store.runs_for_picker()
+    assert matching == 1
     assert isinstance(picked, PickerRunRow) and picked.status == "succeeded"
     [listed] = store.list_runs()
     assert isinstance(listed, RunProgressRow) and (listed.points_done, listed.attempt_status) == (1, "succeeded")
@@ -249,3 +252,58 @@ def test_every_read_returns_its_typed_rows(store: Store) -> None:
     [schema] = store.schema_versions()
     assert isinstance(schema, SchemaVersionRow) and schema.version == "0.5.23"
     assert all(isinstance(entry, AuditRow) for entry in store.audit_entries(reader=admin()))
+
+
+def _picker_store(store: Store) -> list[PickerRunRow]:
+    """Twelve finished runs that differ in every way the picker filters by, and one running."""
+    from bench import synthetic
+
+    synthetic.fill(store, runs=13, points_per_run=1)
+    with transaction(store.db_path, lock_timeout_s=10) as con:
+        con.execute("UPDATE configurations SET model = NULL WHERE id IN ('synthetic-1', 'synthetic-5')")
+        con.execute("UPDATE configurations SET gpu_type = NULL, gpu_count = NULL WHERE id = 'synthetic-2'")
+        con.execute("UPDATE runs SET tags = '[\"kv-fp8\", \"night\"]' WHERE name IN ('synthetic-3', 'synthetic-4')")
+        con.execute("UPDATE runs SET status = 'failed' WHERE name = 'synthetic-4'")
+        con.execute("UPDATE runs SET status = 'cancelled', source = 'imported' WHERE name = 'synthetic-6'")
+        con.execute("UPDATE runs SET source = 'measured' WHERE name = 'synthetic-7'")
+        con.execute("UPDATE runs SET submitted_at = TIMESTAMP '2026-01-02 23:59:00' WHERE name = 'synthetic-8'")
+        con.execute("UPDATE runs SET submitted_at = TIMESTAMP '2026-01-03 00:00:00' WHERE name = 'synthetic-9'")
+        con.execute("UPDATE runs SET status = 'running' WHERE name = 'synthetic-12'")
+        con.execute("UPDATE configurations SET gpu_count = 16 WHERE id = 'synthetic-12'")  # its label only
+    rows, matching = store.runs_for_picker(limit=100)
+    assert matching == len(rows) == 12 and [r.id for r in rows] == sorted((r.id for r in rows), reverse=True)
+    return rows
+
+
+@pytest.mark.parametrize("filters", [
+    PickerFilters(models=("?",)), PickerFilters(models=("Qwen/Qwen3-30B-A3B",)),
+    PickerFilters(gpus=("None×None", "3×H200")), PickerFilters(sources=("measured", "imported")),
+    PickerFilters(statuses=("failed", "cancelled")), PickerFilters(tag="fp8"), PickerFilters(tag='"night"'),
+    PickerFilters(since=date(2026, 1, 3)), PickerFilters(models=("?",), gpus=("6×H200",)),
+    PickerFilters(tag="nowhere"),
+])
+def test_the_run_picker_filters_in_sql_as_the_page_reads_them(store: Store, filters: PickerFilters) -> None:
+    """Each filter keeps exactly the finished runs whose labels the picker shows match it
+    (a run without a model is the unknown label, a GPU is "<count>×<type>", a tag is
+    searched in the tags' text, a date compares the day the run was submitted); the
+    newest come first, at most ``limit`` of them, with how many match in all."""
+    every = _picker_store(store)
+    expected = [r.id for r in every
+                if (not filters.models or (r.model or filters.unknown) in filters.models)
+                and (not filters.gpus or f"{r.gpu_count}×{r.gpu_type}" in filters.gpus)
+                and (not filters.sources or r.source in filters.sources)
+                and (not filters.statuses or r.status in filters.statuses)
+                and filters.tag in r.tags
+                and (filters.since is None or r.submitted_at.date() >= filters.since)]
+    rows, matching = store.runs_for_picker(filters, limit=100)
+    assert [r.id for r in rows] == expected and matching == len(expected)
+    limited, matching = store.runs_for_picker(filters, limit=1)
+    assert [r.id for r in limited] == expected[:1] and matching == len(expected)
+
+
+def test_the_run_picker_offers_every_model_and_gpu_label_of_the_finished_runs(store: Store) -> None:
+    every = _picker_store(store)
+    choices = store.picker_choices("?")
+    assert {c.model for c in choices} == {r.model or "?" for r in every} == {"?", "Qwen/Qwen3-30B-A3B"}
+    assert {c.gpu for c in choices} == {f"{r.gpu_count}×{r.gpu_type}" for r in every}
+    assert "None×None" in {c.gpu for c in choices} and "16×H200" not in {c.gpu for c in choices}  # still running

@@ -19,7 +19,8 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy
-from db.rows import PickerRunRow
+from db.rows import PickerChoiceRow, PickerRunRow
+from db.store import PickerFilters
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.results import comparability
@@ -29,11 +30,10 @@ from domain.results.frames import points_frame
 from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
 
 MAX_RUNS = 8
-# Runs the baseline and compared-runs lists offer: the newest that match the filters.  A
-# list of thousands is slow to draw and useless to scroll; the filters find older runs, and
-# the runs a link names are offered however old they are.
+# Runs the baseline and compared-runs lists offer: the newest that match the filters (in
+# SQL, over every finished run).  A list of thousands is slow to draw and useless to scroll;
+# the filters find older runs, and the runs a link names are offered however old they are.
 PICKER_SHOWN = 200
-PICKER_SEARCHED = 50_000  # finished runs the filters search (newest first)
 UNKNOWN = "?"  # the model of an imported run that does not name it
 
 
@@ -46,8 +46,13 @@ class Selection:
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
-def cached_picker() -> list[PickerRunRow]:
-    return store().runs_for_picker(PICKER_SEARCHED)
+def cached_choices() -> list[PickerChoiceRow]:
+    return store().picker_choices(UNKNOWN)
+
+
+@st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
+def cached_picker(filters: PickerFilters) -> tuple[list[PickerRunRow], int]:
+    return store().runs_for_picker(filters, PICKER_SHOWN)
 
 
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
@@ -80,45 +85,44 @@ def _ints(text: str | None) -> list[int]:
     return [int(x) for x in (text or "").split(",") if x.strip().isdigit()]
 
 
-def _filters(runs: list[PickerRunRow], lang: str) -> list[PickerRunRow]:
+def _filters(choices: list[PickerChoiceRow], lang: str) -> PickerFilters:
     with st.expander(t("select.filters", lang)):
         c1, c2, c3, c4 = st.columns(4)
         # An imported run may not name its model: it is filtered as unknown, never a crash.
-        models = c1.multiselect(t("col.model", lang), sorted({r.model or UNKNOWN for r in runs}))
-        gpus = c2.multiselect(t("col.gpu", lang), sorted({f"{r.gpu_count}×{r.gpu_type}" for r in runs}))
+        models = c1.multiselect(t("col.model", lang), sorted({c.model for c in choices}))
+        gpus = c2.multiselect(t("col.gpu", lang), sorted({c.gpu for c in choices}))
         sources = c3.multiselect(t("col.source", lang), ["measured", "emulated", "imported"],
                                  format_func=lambda s: source_label(s, lang))
         statuses = c4.multiselect(t("col.status", lang), ["succeeded", "failed", "cancelled"],
                                   format_func=lambda s: t(f"status.{s}", lang))
         tag = c1.text_input(t("select.tag", lang))
         since = c2.date_input(t("select.since", lang), value=None)
-    return [r for r in runs
-            if (not models or (r.model or UNKNOWN) in models)
-            and (not gpus or f"{r.gpu_count}×{r.gpu_type}" in gpus)
-            and (not sources or r.source in sources)
-            and (not statuses or r.status in statuses)
-            and (not tag or tag in (r.tags or ""))
-            and (since is None or r.submitted_at.date() >= since)]
+    return PickerFilters(models=tuple(models), gpus=tuple(gpus), sources=tuple(sources), statuses=tuple(statuses),
+                         tag=tag, since=since, unknown=UNKNOWN)
 
 
 def pick(lang: str) -> Selection | None:
     """Widgets for baseline, other runs and intended differences, kept in the URL."""
     with db_guard(lang) as guard:
-        runs = cached_picker()
+        choices = cached_choices()
     if guard.failed:
         return None
-    if not runs:
+    if not choices:
         st.info(t("select.no_runs", lang), icon=":material/inbox:")
         return None
+    filters = _filters(choices, lang)
+    with db_guard(lang) as guard:
+        shown, matching = cached_picker(filters)
+    if guard.failed:
+        return None
+    if matching > PICKER_SHOWN:
+        st.caption(t("select.limited", lang, shown=PICKER_SHOWN, total=f"{matching:,}"))
     params = st.query_params
     wanted_base = _ints(params.get("baseline"))
-    runs = runs + _linked_runs(runs, [*wanted_base[:1], *_ints(params.get("runs"))], lang)
-    shown = _filters(runs, lang)
-    if len(shown) > PICKER_SHOWN:
-        st.caption(t("select.limited", lang, shown=PICKER_SHOWN, total=f"{len(shown):,}"))
+    runs = shown + _linked_runs(shown, [*wanted_base[:1], *_ints(params.get("runs"))], lang)
     label = {r.id: f"#{r.id} {r.name} · {source_label(r.source, lang)} · {r.model} · "
                       f"{r.gpu_count}×{r.gpu_type}" for r in runs}
-    ids = [r.id for r in shown[:PICKER_SHOWN]]
+    ids = [r.id for r in shown]
     base_options = ids + [i for i in wanted_base if i not in ids and i in label]
     c1, c2 = st.columns([1, 2])
     # Runs named without a baseline (a run page's "add to the compared runs"): the user picks
@@ -150,7 +154,7 @@ def pick(lang: str) -> Selection | None:
 
 
 def _linked_runs(runs: list[PickerRunRow], wanted: list[int], lang: str) -> list[PickerRunRow]:
-    """The runs a link names that the newest :data:`PICKER_SEARCHED` do not hold."""
+    """The runs a link names that the listed ones do not hold (older, or filtered out)."""
     known = {r.id for r in runs}
     missing = tuple(i for i in dict.fromkeys(wanted) if i not in known)
     if not missing:
