@@ -18,6 +18,7 @@ from domain.core.markdown import md_text
 from domain.results import comparability
 from pages.parts.common import current_language
 from pages.parts.selection import comparison, pick
+from pages.parts.verdict_boxes import verdict_boxes
 
 lang = current_language()
 st.title(t("checklist.page_title", lang))
@@ -58,21 +59,15 @@ def _cell_style(value: object) -> str:
     return "color: #9a6700"
 
 
-VERDICT_BOX = {"not_comparable": (st.error, ":material/block:"),
-               "comparable_except": (st.warning, ":material/warning:"),
-               "comparable": (st.success, ":material/check_circle:")}
-
-
 selection = pick(lang)
 if selection is not None:
     result = comparison(selection, lang)
     if result is not None and result.run_ids:
         labels = {int(r): f"#{r}" for r in result.matrix["run_id"].unique()}
-        for row in result.checklist.to_dict("records"):
-            box, icon = VERDICT_BOX.get(str(row["verdict"]), (st.warning, ":material/warning:"))
-            # As literal text: a value (an imported model name) can neither format nor typeset ($…$).
-            line = md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}").replace("$", "\\$")
-            box(line, icon=icon)
+        # As literal text: a value (an imported model name) can neither format nor typeset ($…$).
+        verdict_boxes((row["verdict"], md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}"
+                                               ).replace("$", "\\$"))
+                      for row in result.checklist.to_dict("records"))
         table = matrix_table(result.matrix, labels)
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
         st.caption(t("compare_page.fatal_legend", lang))

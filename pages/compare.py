@@ -34,6 +34,7 @@ from domain.slides import charts, deck, tables
 from domain.slides.charts import AnyChart, styled
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.selection import comparison, derived, pick, request_samples
+from pages.parts.verdict_boxes import verdict_boxes
 
 lang = current_language()
 st.title(t("compare.page_title", lang))
@@ -115,12 +116,8 @@ def points_pivot(c: Comparison, cell: Callable[[Point], str]) -> tuple[pd.DataFr
 
 def verdict_section(c: Comparison) -> None:
     """One line per compared run naming each difference with both values (the exports' first
-    lines): red when not comparable, amber when comparable except, green when comparable."""
-    show = {"not_comparable": (st.error, ":material/block:"), "comparable_except": (st.warning, ":material/warning:"),
-            "comparable": (st.success, ":material/check_circle:")}
-    for verdict, line in zip(c.checklist["verdict"], c.verdict_lines, strict=True):
-        box, icon = show.get(str(verdict), (st.warning, ":material/warning:"))
-        box(md(line), icon=icon)
+    lines), in one box per verdict (``verdict_boxes``)."""
+    verdict_boxes((verdict, md(line)) for verdict, line in zip(c.checklist["verdict"], c.verdict_lines, strict=True))
     if c.changed_lines:
         first, rest = c.changed_lines[:CHANGED_SHOWN], c.changed_lines[CHANGED_SHOWN:]
         with st.container(border=True):

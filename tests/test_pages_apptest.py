@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from db import Store
@@ -235,3 +236,17 @@ def test_the_pickers_offer_the_newest_runs_and_any_run_a_link_names(app_env: Pat
     assert baseline.value == 1 and len(baseline.options) == PICKER_SHOWN + 1
     assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [2]
     assert at.query_params["baseline"] == "1" and at.query_params["runs"] == "2"
+
+
+@pytest.mark.parametrize("page", ["compare", "checklist"])
+def test_runs_with_the_same_verdict_share_one_box(app_env: Path, page: str) -> None:
+    """Four synthetic runs on different GPU counts: each compared run is "comparable except"
+    the GPU count, said in one amber box, one paragraph per run in the selection's order."""
+    from bench import synthetic
+
+    synthetic.fill(Store(app_env, lock_timeout_s=30), runs=4, points_per_run=2)
+    at = _page(page, baseline="4", runs="3,1,2", lang="en")
+    verdicts = [w.value for w in at.warning if "GPU count" in w.value]
+    assert len(verdicts) == 1 and not at.error and not [s for s in at.success if "#4" in s.value]
+    paragraphs = verdicts[0].split("\n\n")
+    assert [p.split(" ")[0 if page == "checklist" else 1] for p in paragraphs] == ["#3", "#1", "#2"], paragraphs
