@@ -18,6 +18,7 @@ from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
 from db.scaling_gap_inputs import explained_run
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
+from domain.core.markdown import md_text
 from domain.importer.records import is_imported_plan
 from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
@@ -346,9 +347,21 @@ def scaling_gap_section(run_id: int, attempt: AttemptRow) -> None:
         st.caption(t("scaling_gap.none", lang))
         return
     st.altair_chart(styled(scaling_gap_chart(gaps, lang)), theme=None)  # its own sizes, as on the compare page
-    for line in gap_sentences(gaps, lang):
-        st.markdown(f"- {line}")
+    for scenario, steps in gaps.groupby("scenario", sort=True):
+        st.markdown(gap_list(str(scenario), steps))
     st.caption(t("scaling_gap.method", lang))
+
+
+def gap_list(scenario: str, steps: pd.DataFrame) -> str:
+    """One scenario's steps as one Markdown list, each step's causes under it.  Per scenario:
+    two scenarios' steps share their concurrencies, and one flat list said "c=1→2" twice
+    without saying of which; one element per scenario, not two per step (18 steps drew 36
+    elements, each one a fresh tab draws)."""
+    items = []
+    for _, step in steps.groupby(["run_id", "c_from", "c_to"], sort=True):
+        summary, *causes = gap_sentences(step, lang)
+        items += [f"- {summary}", *(f"    - {cause}" for cause in causes)]
+    return "\n".join([f"**{t('compare.col.scenario', lang)} {md_text(scenario)}**", "", *items])
 
 
 ACTIVE = ("queued", "running")

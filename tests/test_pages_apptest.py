@@ -250,3 +250,18 @@ def test_runs_with_the_same_verdict_share_one_box(app_env: Path, page: str) -> N
     assert len(verdicts) == 1 and not at.error and not [s for s in at.success if "#4" in s.value]
     paragraphs = verdicts[0].split("\n\n")
     assert [p.split(" ")[0 if page == "checklist" else 1] for p in paragraphs] == ["#3", "#1", "#2"], paragraphs
+
+
+def test_run_page_explains_the_gaps_one_list_per_scenario(app_env: Path) -> None:
+    """"Why not N×?" with two scenarios on the same concurrencies: one list per scenario,
+    named, each step once in it (a flat list said "c=1→2" twice without saying of which)."""
+    from bench import synthetic
+
+    synthetic.fill(Store(app_env, lock_timeout_s=30), runs=1, points_per_run=6)  # s0 and s1 at c=1, 2, 4
+    at = _page("run", run="1", lang="en")
+    assert not at.exception
+    lists = [m.value for m in at.markdown if "→" in m.value and "measured against" in m.value]
+    assert [m.splitlines()[0] for m in lists] == ["**Scenario s0**", "**Scenario s1**"], lists
+    for block in lists:
+        steps = [line for line in block.splitlines() if line.startswith("- ")]
+        assert [s.split(":")[0] for s in steps] == ["- c=1→2", "- c=2→4"], block

@@ -452,6 +452,9 @@ GAP_COLOURS = {  # one fixed colour per cause, in CAUSES order; remaining is gre
 }
 
 
+GAP_STEP_WIDTH = 72  # px per concurrency step: room for "c=256→512" at the axis' font
+
+
 def scaling_gap_chart(gaps: pd.DataFrame, lang: str) -> AnyChart:
     """One stacked bar per concurrency step: each cause's tok/s of the gap between linear
     scaling and the measured throughput (``domain.results.scaling_gap.explain_gaps``), a
@@ -481,7 +484,10 @@ def scaling_gap_chart(gaps: pd.DataFrame, lang: str) -> AnyChart:
         tooltip=[alt.Tooltip("ideal:Q", format=",.0f"), alt.Tooltip("measured:Q", format=",.0f"),
                  alt.Tooltip("gap:Q", format=",.0f")],
     ).transform_filter(alt.datum.order == 0)  # one row per step
-    layer = alt.layer(bars, ticks, data=data).properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+    # Wide enough for every step's label upright (a run of 1…512 has nine steps, whose labels
+    # overlapped at the panel's usual width).
+    width = max(PANEL_WIDTH, GAP_STEP_WIDTH * len(steps))
+    layer = alt.layer(bars, ticks, data=data).properties(width=width, height=PANEL_HEIGHT)
     if data["scenario"].nunique() > 1:
         return layer.facet(row=alt.Row("scenario:N", title=None)).properties(title=_title(t("scaling_gap.title", lang)))
     return layer.properties(title=_title(t("scaling_gap.title", lang), str(data["scenario"].iloc[0])))
