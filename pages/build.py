@@ -80,6 +80,7 @@ from pages.parts.build_form import (
 from pages.parts.common import (
     cached_runners,
     clear_run_caches,
+    command_line,
     current_language,
     db_guard,
     localised_choice,
@@ -220,11 +221,12 @@ def _memory_fits(config: ConfigCheck, roles: list[tuple[str, ConfigCheck]]) -> N
 
 
 def _commands(plan: RunPlan, host_version: str | None) -> None:
+    """The exact commands (``command_line``: selectable text, no copy button)."""
     st.markdown(f"**{t('build.command', lang)}**")
     version = vllm_version_for(plan) if plan.is_vllm else schema_version_for(plan, host_version)
     if plan.topology.kind == "aggregated":
         try:
-            st.code(command_preview(plan, version), language="bash", wrap_lines=True)
+            command_line(command_preview(plan, version))
         except ValueError as exc:
             st.caption(t("build.topo.no_command", lang, detail=str(exc)))
     else:
@@ -298,7 +300,7 @@ def topology_commands(plan: RunPlan, version: str) -> None:
     """The router's command and one worker's per role, with launch-time placeholders."""
     slots = layout(plan.topology, plan.server_args, plan.gpu.count)
     st.markdown(t("build.topo.router_command", lang))
-    st.code(router_command(plan, slots), language="bash", wrap_lines=True)
+    command_line(router_command(plan, slots))
     st.caption(t("build.topo.router_note", lang))
     for role, group in plan.topology.groups():
         slot = next(s for s in slots if s.role == role)
@@ -309,7 +311,7 @@ def topology_commands(plan: RunPlan, version: str) -> None:
             continue
         st.markdown(t("build.topo.worker_command" if group.count > 1 else "build.topo.worker_command_one", lang,
                       name=slot.name, role=role_name(role, lang), count=group.count))
-        st.code(command, language="bash", wrap_lines=True)
+        command_line(command)
 
 
 def _risk_badges(risk: RiskReport) -> None:

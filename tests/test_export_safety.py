@@ -231,3 +231,21 @@ def test_png_draws_the_japanese_name(hostile: Comparison) -> None:
     japanese = title_strip(JAPANESE_NAME)
     tofu = title_strip(JAPANESE_NAME.replace("ベースライン", noncharacters(0, len("ベースライン"))))
     assert differing_pixels(japanese, tofu) > 0.1 * ink(japanese)
+
+
+@pytest.mark.parametrize("command", [
+    "python -m sglang.launch_server --served-model-name 'a `b` ``c``'",
+    "`starts and ends with backticks`",
+    "--x '<b>bold</b> **strong** [link](http://x) $x^2$ :red[red] :smile: &amp; \\\\ | ~~s~~'",
+    "=HYPERLINK(\"x\",\"y\") 日本語の名前 🚀",
+])
+def test_a_command_as_a_code_span_renders_as_exactly_its_text(command: str) -> None:
+    """md_code (the build page's commands): one <code> whose text is the command, character
+    for character: no tag, emphasis, link or entity read inside it (CommonMark, raw HTML on)."""
+    from domain.core.markdown import md_code
+
+    html = MarkdownIt("commonmark", {"html": True}).render(md_code(command))
+    match = re.fullmatch(r"<p><code>(.*)</code></p>\n", html, re.DOTALL)
+    assert match, html
+    assert match.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace(
+        "&amp;", "&") == command

@@ -265,3 +265,20 @@ def test_run_page_explains_the_gaps_one_list_per_scenario(app_env: Path) -> None
     for block in lists:
         steps = [line for line in block.splitlines() if line.startswith("- ")]
         assert [s.split(":")[0] for s in steps] == ["- c=1→2", "- c=2→4"], block
+
+
+def _two_command_lines() -> None:
+    from pages.parts.common import command_line
+
+    command_line("python -m sglang.launch_server --served-model-name 'a `b`'")
+    command_line("python -m sglang.launch_server --served-model-name ':material/home:'")
+
+
+def test_a_command_line_is_a_code_span_unless_streamlit_would_alter_it() -> None:
+    """Streamlit's Markdown turns ":material/" into ":material_" even inside a code span:
+    such a command goes to st.code, which shows it as it is."""
+    from tests.support.code_spans import code_spans
+
+    at = AppTest.from_function(_two_command_lines).run()
+    assert code_spans(at) == ["python -m sglang.launch_server --served-model-name 'a `b`'"]
+    assert [c.value for c in at.code] == ["python -m sglang.launch_server --served-model-name ':material/home:'"]

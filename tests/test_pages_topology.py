@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from db import Store
 from domain.plan.run_plan import RunPlan
 from tests.conftest import ROOT
+from tests.support.code_spans import code_spans
 
 APP = str(ROOT / "app.py")
 
@@ -43,7 +44,7 @@ def _errors(at: AppTest) -> list[str]:
 
 
 def _codes(at: AppTest) -> list[str]:
-    return [c.value for c in at.code]
+    return code_spans(at)
 
 
 def _submit_button(at: AppTest):

@@ -22,6 +22,7 @@ from domain.flags.vllm_schema import known_vllm_versions, load_vllm_schema, newe
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS
 from tests.conftest import ROOT
 from tests.support.actors import operator
+from tests.support.code_spans import code_spans
 from tests.support.runner_harness import small_plan
 
 APP = str(ROOT / "app.py")
@@ -47,7 +48,7 @@ def _texts(at: AppTest) -> str:
 
 
 def _command(at: AppTest) -> str:
-    return next(c.value for c in at.code if "--emulate-engine" in c.value or "vllm.entrypoints" in c.value)
+    return next(c for c in code_spans(at) if "--emulate-engine" in c or "vllm.entrypoints" in c)
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])

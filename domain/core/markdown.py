@@ -21,3 +21,22 @@ def md_text(value: object) -> str:
     text = NEWLINES.sub(" ", str(value))
     text = _MD_INLINE.sub(r"\\\1", text)
     return "".join(_HTML.get(ch, ch) for ch in text)
+
+
+_BACKTICKS = re.compile(r"`+")
+# Streamlit's Markdown element replaces this text wherever it occurs, code spans included,
+# before it parses (the prefix of its icon shortcodes, ":material/name:"; read in its
+# frontend's StreamlitMarkdown): such text cannot be shown as it is through st.markdown.
+STREAMLIT_REWRITES = ":material/"
+
+
+def md_code(value: object) -> str:
+    """Text as one Markdown code span: shown in a monospace font exactly as given (no
+    emphasis, link, HTML, math or Streamlit directive is read inside a code span), on one
+    line (Markdown shows a line break in a span as a space).  The fence is one backtick
+    longer than the longest run of backticks in the text, padded with a space on each side,
+    which Markdown strips (CommonMark: code spans).  Streamlit alters text that holds
+    :data:`STREAMLIT_REWRITES`, even in a span: pages show such text otherwise."""
+    text = str(value)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    return f"{fence} {text} {fence}"

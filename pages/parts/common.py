@@ -13,6 +13,7 @@ from db.connection import KEEP_IDLE_S, keep_open
 from db.rows import RunnerRow, RunProgressRow
 from domain.core.access import PermissionDenied
 from domain.core.i18n import LANGUAGES, t
+from domain.core.markdown import STREAMLIT_REWRITES, md_code
 from domain.core.settings import get_settings
 
 LANG_KEY = "lang"
@@ -158,3 +159,15 @@ def opened_expander(label: str, key: str, *, expanded: bool = False) -> Any | No
     tab load and run the code highlighter's 1.6 MB of script before the page settles."""
     box = st.expander(label, expanded=expanded, key=key, on_change="rerun")
     return box if box.open else None
+
+
+def command_line(command: str) -> None:
+    """A command to read and copy, exactly as it is: a Markdown code span (``md_code``), not
+    ``st.code``, whose 1.6 MB highlighter a fresh tab loads and runs before it shows the
+    page's other widgets (the build page's inputs came 1.1 s later with it, in Chromium
+    here).  Text that Streamlit's Markdown would alter (``STREAMLIT_REWRITES``) goes to
+    ``st.code``, which shows it as it is."""
+    if STREAMLIT_REWRITES in command:
+        st.code(command, language="bash", wrap_lines=True)
+    else:
+        st.markdown(md_code(command))
