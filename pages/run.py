@@ -367,7 +367,6 @@ def gap_list(scenario: str, steps: pd.DataFrame) -> str:
 ACTIVE = ("queued", "running")
 
 
-@st.fragment(run_every="2s")
 def live(run_id: int, status_at_load: str) -> None:
     with db_guard(lang) as guard:
         run = store().get_run(run_id)
@@ -414,6 +413,12 @@ def live(run_id: int, status_at_load: str) -> None:
                                                      "message", "claimed_at", "finished_at"]], hide_index=True)
 
 
+# A queued or running run is followed every 2 s (its end reruns the whole page, above);
+# a finished run is drawn once: its attempts, points and telemetry no longer change, and a
+# refresh every 2 s redrew the page (four reads, every chart) for as long as it was open.
+live_refreshing = st.fragment(run_every="2s")(live)
+
+
 run_id = _run_id()
 if "run.flash" in st.session_state:
     st.success(st.session_state.pop("run.flash"))
@@ -429,4 +434,5 @@ else:
         actions(current)
         watch_controls(current)
         fill_in(current)
-    live(run_id, current.status if current is not None else "")
+    status = current.status if current is not None else ""
+    (live_refreshing if status in ACTIVE else live)(run_id, status)
