@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from domain.core.i18n import t
-from domain.core.markdown import md_text
+from domain.core.markdown import streamlit_md_text
 from domain.results import comparability
 from pages.parts.common import current_language
 from pages.parts.selection import comparison, pick
@@ -65,9 +65,8 @@ if selection is not None:
     if result is not None and result.run_ids:
         labels = {int(r): f"#{r}" for r in result.matrix["run_id"].unique()}
         # As literal text: a value (an imported model name) can neither format nor typeset ($…$).
-        verdict_boxes((row["verdict"], md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}"
-                                               ).replace("$", "\\$"))
-                      for row in result.checklist.to_dict("records"))
+        verdict_boxes((row["verdict"], streamlit_md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}"
+                                                          )) for row in result.checklist.to_dict("records"))
         table = matrix_table(result.matrix, labels)
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
         st.caption(t("compare_page.fatal_legend", lang))

@@ -26,6 +26,7 @@ import streamlit as st
 
 from db.scaling_gap_inputs import explained_gaps
 from domain.core.i18n import t
+from domain.core.markdown import streamlit_md_text
 from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
 from domain.results import analysis, comparability, curve, estimate_overlay, validity
@@ -57,10 +58,7 @@ Point = tuple[Any, Any, Any]  # (run_id, scenario, concurrency)
 # -- small helpers -----------------------------------------------------------------------------
 
 
-def md(text: object) -> str:
-    """Text shown through Markdown (st.error, st.caption, …) as literal text: a run name or a
-    flag value can neither format, link nor typeset ($…$)."""
-    return tables.md_text(text).replace("$", "\\$")
+md = streamlit_md_text  # text shown through Markdown as literal text (a run name, a flag value)
 
 
 def short(text: object, limit: int = NAME_CHARS) -> str:

@@ -23,6 +23,13 @@ def md_text(value: object) -> str:
     return "".join(_HTML.get(ch, ch) for ch in text)
 
 
+def streamlit_md_text(value: object) -> str:
+    """:func:`md_text` for Streamlit's Markdown elements (st.markdown, st.error, st.caption,
+    …), which also typeset "$…$" as math: "$" is escaped too, so a run name or a flag value
+    can neither format, link nor typeset."""
+    return md_text(value).replace("$", "\\$")
+
+
 _BACKTICKS = re.compile(r"`+")
 # Streamlit's Markdown element replaces this text wherever it occurs, code spans included,
 # before it parses (the prefix of its icon shortcodes, ":material/name:"; read in its

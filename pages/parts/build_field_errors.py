@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from domain.core.markdown import md_text
+from domain.core.markdown import streamlit_md_text
 from domain.flags.issues import FlagIssue
 from domain.plan.checks import context_length_errors
 from domain.plan.form_input import readable_problems
@@ -139,7 +139,4 @@ def show_field_errors(errors: FieldErrors) -> None:
         slot.markdown("  \n".join(f":red[:material/error: {_literal(line)}]" for line in unique))
 
 
-def _literal(text: str) -> str:
-    """A message as literal Markdown, as the compare page shows names (a name or a flag
-    value may hold Markdown or "$"): the shared md_text, plus "$" so nothing typesets."""
-    return md_text(text).replace("$", "\\$")
+_literal = streamlit_md_text  # a message as literal Markdown (it may quote a name or a flag value)
