@@ -4,6 +4,8 @@ Run with ``make run`` (scripts/serve_app.py).  Pages live in pages/ and only arr
 db/ and domain/ return; they never start processes.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from domain.core.access import Action, permits
@@ -11,7 +13,10 @@ from domain.core.i18n import t
 from pages.parts.auth import gate
 from pages.parts.common import current_language, language_switch
 
-st.set_page_config(page_title="benchdeck", page_icon=":material/monitoring:", layout="wide")
+# The tab's icon is a file served by the app itself: a ":material/…:" icon is fetched from
+# fonts.gstatic.com by the browser, which a GPU host off the internet never answers.
+FAVICON = Path(__file__).resolve().parent / "pages" / "assets" / "favicon.png"
+st.set_page_config(page_title="benchdeck", page_icon=str(FAVICON), layout="wide")
 
 language_switch()
 lang = current_language()

@@ -19,6 +19,9 @@ forwarding header the app did not ask for, and switch off legacy ``pages/`` disc
   starts, so the first visit of a page after a start does not wait for them (``python -m
   bench pages_browser``, cold column).  What they loaded is then frozen out of the garbage
   collector's passes, which Streamlit runs over every object after every script run.
+- **Deep links without a probe:** each page's HTML tells Streamlit's script where the
+  server's root is (scripts/index_page.py), so a fresh tab on ``/compare`` does not first
+  ask ``/compare/_stcore/health`` for it.
 
 Usage: python scripts/serve_app.py [streamlit run options...]
 """
@@ -42,6 +45,7 @@ from streamlit.web import cli  # noqa: E402
 
 from domain.core.access import startup_refusal  # noqa: E402
 from domain.core.settings import get_settings  # noqa: E402
+from scripts import index_page  # noqa: E402
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -160,6 +164,7 @@ def main() -> int:
         return 2
     os.environ["FORWARDED_ALLOW_IPS"] = ""
     PagesManager.uses_pages_directory = False
+    index_page.install()
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *args]
     threading.Thread(target=import_quietly, args=(page_modules(),), name="benchdeck-imports", daemon=True).start()
     return int(cli.main() or 0)

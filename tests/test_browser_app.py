@@ -30,6 +30,8 @@ def test_navigation_in_both_languages_and_empty_state(env, browser_page, db_path
 def test_queue_quick_preset_from_the_browser(env, browser_page, db_path) -> None:
     env["BENCHDECK_LANGUAGE"] = "en"
     page = browser_page
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
     with running_app(env) as url:
         page.goto(f"{url}/queue_plan")  # a deep link as the process's first request
         page.get_by_role("button", name="Quick preset").click()
@@ -42,5 +44,9 @@ def test_queue_quick_preset_from_the_browser(env, browser_page, db_path) -> None
         submit.click()  # a second click of the same form queues nothing new
         page.get_by_text("already run #1").wait_for(timeout=60_000)
         screenshot(page, "queue-plan-en")
+    # Everything came from the app (the tab's icon too: a GPU host may be off the internet),
+    # and Streamlit found its server without probing under the page (scripts/index_page.py).
+    assert [a for a in asked if not a.startswith(url)] == []
+    assert [a for a in asked if "/queue_plan/_stcore/" in a] == []
     runs = Store(db_path).list_runs()
     assert [(r.id, r.name, r.status) for r in runs] == [(1, "quick-demo", "queued")]

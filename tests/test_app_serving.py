@@ -1,0 +1,108 @@
+"""How the app is served (scripts/serve_app.py, scripts/index_page.py, .streamlit/config.toml):
+each page's HTML names the server's root for Streamlit's script, and magic is off without
+any page noticing (tests/test_browser_app.py: a deep link's first visit asks nothing of
+another origin nor of a path under the page)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from typing import Any
+
+import pytest
+
+from scripts.index_page import ServerBaseInHtml, base_script, page_part, with_base_script
+from tests.conftest import ROOT
+
+PAGE = b"<!DOCTYPE html><html><head><title>t</title></head><body></body></html>"
+
+
+@pytest.mark.parametrize(("path", "base", "part"), [
+    ("/", "", "/"),
+    ("/compare", "", "/compare"),
+    ("/queue_plan", "", "/queue_plan"),
+    ("/bd/compare", "bd", "/compare"),
+    ("/bd", "/bd/", "/"),
+    ("/static/js/index.js", "", None),  # not a page
+    ("/favicon.png", "", None),
+    ("/a/b", "", None),
+    ("/compare", "bd", None),  # outside the base path
+    ("/<script>", "", None),
+])
+def test_only_a_plain_page_path_has_a_page_part(path: str, base: str, part: str | None) -> None:
+    assert page_part(path, base) == part
+
+
+def test_the_script_goes_first_in_the_head_and_nowhere_without_one() -> None:
+    assert with_base_script(PAGE, "/compare") == PAGE.replace(b"<head>", b"<head>" + base_script("/compare"))
+    assert with_base_script(b"<html><body></body></html>", "/x") == b"<html><body></body></html>"
+
+
+def _client(files: dict[str, tuple[int, str, bytes]]) -> Any:
+    """A Starlette app answering ``files`` (path → status, type, body), behind the middleware."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    async def serve(request: Request) -> Response:
+        status, kind, body = files[request.url.path]
+        return Response(body, status_code=status, media_type=kind, headers={"etag": '"file"'})
+
+    app = Starlette(routes=[Route(p, serve, methods=["GET", "HEAD"]) for p in files],
+                    middleware=[Middleware(ServerBaseInHtml, base_url_path=lambda: "")])
+    return TestClient(app)
+
+
+def test_the_middleware_rewrites_html_pages_only() -> None:
+    client = _client({"/compare": (200, "text/html", PAGE), "/x.js": (200, "application/javascript", b"<head>"),
+                      "/gone": (404, "text/html", PAGE)})
+    page = client.get("/compare?baseline=1")
+    assert page.content == with_base_script(PAGE, "/compare")
+    assert int(page.headers["content-length"]) == len(page.content)
+    assert "etag" not in page.headers  # the file's validator no longer describes what was sent
+    assert client.get("/x.js").content == b"<head>"
+    assert client.get("/gone").content == PAGE
+    assert client.head("/compare").headers["etag"] == '"file"'
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("address", "part", "expected"), [
+    ("http://bench.test/compare", "/compare", "http://bench.test"),
+    ("http://bench.test/compare/?baseline=1", "/compare", "http://bench.test"),
+    ("http://bench.test/team/benchdeck/compare", "/compare", "http://bench.test/team/benchdeck"),
+    ("http://bench.test/", "/", "http://bench.test"),
+    # The browser's address does not end with what the server saw (a proxy rewrote it):
+    # nothing is set, and Streamlit probes for its server as it does without the script.
+    ("http://bench.test/team/", "/", None),
+    ("http://bench.test/runs", "/compare", None),
+])
+def test_the_script_finds_the_servers_root_behind_any_prefix(browser_page, address: str, part: str,
+                                                              expected: str | None) -> None:
+    page = browser_page
+    page.route("**/*", lambda route: route.fulfill(body=with_base_script(PAGE, part), content_type="text/html"))
+    page.goto(address)
+    assert page.evaluate("window.__streamlit ? window.__streamlit.BACKEND_BASE_URL : null") == expected
+
+
+def test_no_page_relies_on_magic() -> None:
+    """.streamlit/config.toml turns magic off: no page has an expression statement magic
+    would have written to the page (anything but a call, a docstring, ``await``, ``yield``)."""
+    assert tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))["runner"][
+        "magicEnabled"] is False
+    shown = []
+    for path in [ROOT / "app.py", *sorted((ROOT / "pages").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            body = getattr(node, "body", None)
+            for i, stmt in enumerate(body if isinstance(body, list) else []):
+                if isinstance(stmt, ast.Expr) and not _never_magic(stmt.value, first=i == 0):
+                    shown.append(f"{path.relative_to(ROOT)}:{stmt.lineno}")
+    assert shown == []
+
+
+def _never_magic(value: ast.expr, *, first: bool) -> bool:
+    docstring = first and isinstance(value, ast.Constant) and isinstance(value.value, str)
+    return docstring or isinstance(value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom)
+
