@@ -22,6 +22,9 @@ forwarding header the app did not ask for, and switch off legacy ``pages/`` disc
 - **Deep links without a probe:** each page's HTML tells Streamlit's script where the
   server's root is (scripts/index_page.py), so a fresh tab on ``/compare`` does not first
   ask ``/compare/_stcore/health`` for it.
+- **A linked comparison started early:** the HTML request of ``/compare?baseline=…&runs=…``
+  (or the checklist's) starts that comparison in a background thread while the browser
+  loads Streamlit's scripts (scripts/page_warmup.py).
 
 Usage: python scripts/serve_app.py [streamlit run options...]
 """
@@ -45,7 +48,7 @@ from streamlit.web import cli  # noqa: E402
 
 from domain.core.access import startup_refusal  # noqa: E402
 from domain.core.settings import get_settings  # noqa: E402
-from scripts import index_page  # noqa: E402
+from scripts import index_page, page_warmup  # noqa: E402
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -165,6 +168,7 @@ def main() -> int:
     os.environ["FORWARDED_ALLOW_IPS"] = ""
     PagesManager.uses_pages_directory = False
     index_page.install()
+    page_warmup.install(settings.auth_mode, settings.trusted_proxies)
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *args]
     threading.Thread(target=import_quietly, args=(page_modules(),), name="benchdeck-imports", daemon=True).start()
     return int(cli.main() or 0)

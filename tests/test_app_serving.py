@@ -1,17 +1,23 @@
-"""How the app is served (scripts/serve_app.py, scripts/index_page.py, .streamlit/config.toml):
-each page's HTML names the server's root for Streamlit's script, and magic is off without
-any page noticing (tests/test_browser_app.py: a deep link's first visit asks nothing of
-another origin nor of a path under the page)."""
+"""How the app is served (scripts/serve_app.py, index_page.py, page_warmup.py, and
+.streamlit/config.toml): each page's HTML names the server's root for Streamlit's script
+(tests/test_browser_app.py: a deep link's first visit asks nothing of another origin nor
+under the page), a linked comparison is started while the browser loads
+(tests/test_pages_apptest.py: the pages then use it), and magic is off without any page
+noticing."""
 
 from __future__ import annotations
 
 import ast
+import threading
+import time
 import tomllib
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from scripts.index_page import ServerBaseInHtml, base_script, page_part, with_base_script
+from scripts.page_warmup import WarmOnPageRequest, allowed_peer
 from tests.conftest import ROOT
 
 PAGE = b"<!DOCTYPE html><html><head><title>t</title></head><body></body></html>"
@@ -106,3 +112,67 @@ def _never_magic(value: ast.expr, *, first: bool) -> bool:
     docstring = first and isinstance(value, ast.Constant) and isinstance(value.value, str)
     return docstring or isinstance(value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom)
 
+
+
+def _warming_client(allowed: bool = True) -> tuple[Any, list[dict[str, list[str]]], threading.Event]:
+    """A Starlette app behind WarmOnPageRequest whose one warmer records its query and then
+    waits for the returned event (so a test can hold it running)."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    started: list[dict[str, list[str]]] = []
+    release = threading.Event()
+
+    def warmer(query: Mapping[str, list[str]]) -> None:
+        started.append(dict(query))
+        release.wait(10)
+
+    async def page(request: object) -> PlainTextResponse:
+        return PlainTextResponse("page")
+
+    app = Starlette(routes=[Route("/compare", page), Route("/runs", page)],
+                    middleware=[Middleware(WarmOnPageRequest, warmers={"/compare": warmer},
+                                           base_url_path=lambda: "", allowed=lambda peer: allowed)])
+    return TestClient(app), started, release
+
+
+def _settles(started: list[Any], count: int) -> bool:
+    deadline = time.monotonic() + 10
+    while len(started) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(started) == count
+
+
+def test_a_page_request_starts_its_warmer_once_at_a_time() -> None:
+    client, started, release = _warming_client()
+    assert client.get("/compare?baseline=1&runs=2%2C3&intended=flag%3Atp-size").text == "page"
+    assert _settles(started, 1)
+    assert started == [{"baseline": ["1"], "runs": ["2,3"], "intended": ["flag:tp-size"]}]
+    client.get("/compare?baseline=4&runs=5")  # while the first runs: none started, the page still served
+    client.get("/runs?baseline=1&runs=2")  # a page without a warmer
+    release.set()
+    time.sleep(0.2)
+    assert started == [{"baseline": ["1"], "runs": ["2,3"], "intended": ["flag:tp-size"]}]
+    client.get("/compare?baseline=6&runs=7")
+    assert _settles(started, 2) and started[-1] == {"baseline": ["6"], "runs": ["7"]}
+
+
+def test_a_peer_not_let_in_starts_nothing() -> None:
+    client, started, release = _warming_client(allowed=False)
+    release.set()
+    assert client.get("/compare?baseline=1&runs=2").text == "page"
+    time.sleep(0.2)
+    assert started == []
+
+
+@pytest.mark.parametrize(("mode", "peer", "allowed"), [
+    ("local", "127.0.0.1", True),
+    ("proxy", "10.0.0.5", True),
+    ("proxy", "10.0.0.9", False),
+    ("oidc", "127.0.0.1", False),
+])
+def test_who_may_start_a_warm_up(mode: str, peer: str, allowed: bool) -> None:
+    assert allowed_peer(mode, ["10.0.0.5"])(peer) is allowed

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -282,3 +283,36 @@ def test_a_command_line_is_a_code_span_unless_streamlit_would_alter_it() -> None
     at = AppTest.from_function(_two_command_lines).run()
     assert code_spans(at) == ["python -m sglang.launch_server --served-model-name 'a `b`'"]
     assert [c.value for c in at.code] == ["python -m sglang.launch_server --served-model-name ':material/home:'"]
+
+
+def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
+        app_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/page_warmup.py calls warm_comparison with a compare or checklist link's query
+    when the page's HTML is asked for: the pages' first run then computes nothing anew, and
+    a link they read otherwise (another language) is computed by the page as before."""
+    from pages.parts import selection
+    from tests.test_browser_compare_views import cold_first_copy
+    from tools.make_import_fixtures import ensure_fixtures
+
+    fixtures = ensure_fixtures()
+    real = _import(fixtures / "sglang-0.5.23.jsonl")[0]
+    cold = _import(cold_first_copy(fixtures / "sglang-0.5.23.jsonl", tmp_path / "cold-first.jsonl"))[0]
+    built: list[str] = []
+    build = selection.comparison_with_settings
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(args[3])  # the language
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(selection, "comparison_with_settings", counted)
+    selection.warm_comparison({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"]})
+    assert built == ["en"]
+    _page("compare", baseline=str(real), runs=str(cold), lang="en")
+    _page("checklist", baseline=str(real), runs=str(cold), lang="en")
+    assert built == ["en"]
+    _page("compare", baseline=str(real), runs=str(cold), lang="ja")
+    assert built == ["en", "ja"]
+    # Nothing is started for a link the page would refuse or could not read.
+    selection.warm_comparison({"baseline": [str(real)], "runs": []})
+    selection.warm_comparison({"baseline": ["x"], "runs": [str(cold)]})
+    assert built == ["en", "ja"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -21,7 +21,7 @@ import streamlit as st
 from db import DbBusy
 from db.rows import PickerChoiceRow, PickerRunRow
 from db.store import PickerFilters
-from domain.core.i18n import t
+from domain.core.i18n import LANGUAGES, t
 from domain.core.settings import get_settings
 from domain.results import comparability
 from domain.results.comparability import condition_label
@@ -205,6 +205,26 @@ def comparison(selection: Selection, lang: str, *, keep_cold: bool = False) -> C
     assert selection.baseline is not None  # noqa: S101 - pick() always sets it
     return _cached_comparison(frame, selection.baseline, tuple(selection.others), lang, tuple(selection.intended),
                               keep_cold)
+
+
+def warm_comparison(query: Mapping[str, list[str]]) -> None:
+    """What :func:`pick` and :func:`comparison` compute first for a fresh session opened on
+    a link with this query (``baseline``, ``runs``, ``intended``, ``lang``, ``mixed``), with
+    the same keys: called by the server when it sends the page's HTML
+    (scripts/page_warmup.py), so the page's first run finds it cached.  A link the page
+    would read differently (a run it does not list, too many runs) only costs the work."""
+    baseline = _ints(",".join(query.get("baseline", [])))[:1]
+    others = [i for i in dict.fromkeys(_ints(",".join(query.get("runs", [])))) if i not in baseline]
+    if not baseline or not others or len(others) > MAX_RUNS:
+        return
+    lang = next(iter(query.get("lang", [])), "")
+    lang = lang if lang in LANGUAGES else get_settings().language
+    intended = tuple(c for c in query.get("intended", []) if comparability.is_condition_name(c))
+    frame = cached_points((baseline[0], *others))
+    sources = set(frame["source"]) if not frame.empty else set()
+    if frame.empty or ("emulated" in sources and len(sources) > 1 and query.get("mixed") != ["1"]):
+        return
+    _cached_comparison(frame, baseline[0], tuple(others), lang, intended, False)
 
 
 def _frame_digest(frame: pd.DataFrame) -> bytes:

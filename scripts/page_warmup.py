@@ -1,0 +1,102 @@
+"""Start a linked comparison's analysis when its page's HTML is asked for.
+
+A fresh tab spends 0.7-1.0 s loading Streamlit's scripts and opening its websocket before
+the page's script runs (``python -m bench pages_browser``).  For a link that names a
+comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise), the server knows
+from the HTML request alone what the script will compute first.  :class:`WarmOnPageRequest`
+starts that in a background thread through the page's own cached functions
+(``pages/parts/selection.py`` ``warm_comparison``), so the script's first run finds it done
+or waits for it: Streamlit holds a second caller of a key being computed until the first
+has stored it, so nothing is computed twice and nothing stale is shown (the keys are the
+points themselves).
+
+Only where reaching the server already means being let in: local mode (loopback), or proxy
+mode for a request from a trusted proxy (which authenticated the user).  With OIDC the HTML
+is served before sign-in, so nothing is started.  One warm-up at a time: a request that
+comes while one runs starts none, and its page computes its own, as without this.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from urllib.parse import parse_qs
+
+from domain.core.access import is_trusted_proxy
+from scripts.index_page import ASGIApp, Receive, Scope, Send, page_part
+
+Query = Mapping[str, list[str]]
+Warmer = Callable[[Query], None]
+_LOG = logging.getLogger("benchdeck.page_warmup")
+
+
+class WarmOnPageRequest:
+    """ASGI middleware: a GET of a page in ``warmers`` starts its warmer with the query."""
+
+    def __init__(self, app: ASGIApp, warmers: Mapping[str, Warmer], base_url_path: Callable[[], str],
+                 allowed: Callable[[str | None], bool]) -> None:
+        self.app = app
+        self.warmers = warmers
+        self.base_url_path = base_url_path
+        self.allowed = allowed
+        self._idle = threading.Semaphore(1)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            warmer = self.warmers.get(page_part(scope.get("path", ""), self.base_url_path()) or "")
+            peer = (scope.get("client") or (None,))[0]
+            if warmer is not None and self.allowed(peer):
+                self.start(warmer, parse_qs(scope.get("query_string", b"").decode("ascii", "replace")))
+        await self.app(scope, receive, send)
+
+    def start(self, warmer: Warmer, query: Query) -> bool:
+        """Run ``warmer(query)`` in a thread unless one is running; True when started."""
+        if not self._idle.acquire(blocking=False):
+            return False
+        threading.Thread(target=self._run, args=(warmer, query), name="benchdeck-warm", daemon=True).start()
+        return True
+
+    def _run(self, warmer: Warmer, query: Query) -> None:
+        try:
+            warmer(query)
+        except Exception:  # the page computes the same itself and shows its own error
+            _LOG.debug("warm-up of %s failed", dict(query), exc_info=True)
+        finally:
+            self._idle.release()
+
+
+def allowed_peer(auth_mode: str, trusted_proxies: list[str]) -> Callable[[str | None], bool]:
+    """Which peers may start a warm-up: any in local mode (the app listens on loopback),
+    a trusted proxy in proxy mode, none with OIDC."""
+    if auth_mode == "local":
+        return lambda peer: True
+    if auth_mode == "proxy":
+        return lambda peer: is_trusted_proxy(peer or "127.0.0.1", trusted_proxies)
+    return lambda peer: False
+
+
+def warm_comparison(query: Query) -> None:
+    """The selection pages' warmer (imported when first used: the pages' modules belong to
+    the running server, whose caches they fill)."""
+    from pages.parts.selection import warm_comparison as warm
+
+    warm(query)
+
+
+def install(auth_mode: str, trusted_proxies: list[str]) -> None:
+    """Add :class:`WarmOnPageRequest` for the compare and checklist pages to the middleware
+    Streamlit builds for its server."""
+    from starlette.middleware import Middleware
+    from streamlit import config
+    from streamlit.web.server.starlette import starlette_app
+
+    streamlit_middleware = starlette_app.create_streamlit_middleware
+
+    def with_ours() -> list[Middleware]:
+        return [*streamlit_middleware(),
+                Middleware(WarmOnPageRequest, warmers={"/compare": warm_comparison, "/checklist": warm_comparison},
+                           base_url_path=lambda: str(config.get_option("server.baseUrlPath") or ""),
+                           allowed=allowed_peer(auth_mode, trusted_proxies))]
+
+    starlette_app.create_streamlit_middleware = with_ours
