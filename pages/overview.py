@@ -9,6 +9,7 @@ from domain.core.access import Action
 from domain.core.i18n import t
 from pages.parts.auth import can
 from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, source_label
+from pages.parts.runs_table import runs_table
 from pages.parts.watch_controls import open_regressions_section
 
 lang = current_language()
@@ -62,7 +63,8 @@ def live_overview() -> None:
     for column, status in zip(columns, ["queued", "running", "succeeded", "failed", "cancelled"], strict=True):
         column.metric(t(f"status.{status}", lang), counts.get(status, 0))
     st.subheader(t("overview.recent", lang))
-    st.dataframe(_runs_frame(runs), hide_index=True, width="stretch", column_config={
+    st.caption(t("runs.open_hint", lang))
+    runs_table(_runs_frame(runs), [run.id for run in runs], "overview.runs", lang, column_config={
         t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang))})
     if any(run.source == "emulated" for run in runs):
         st.caption("⚠️ " + t("overview.emulated_note", lang))

@@ -27,6 +27,7 @@ from pages.parts.common import (
     source_label,
     store,
 )
+from pages.parts.runs_table import runs_table
 
 lang = current_language()
 # A runner beats at least every poll interval while idle, and every heartbeat while busy.
@@ -170,14 +171,11 @@ def live() -> None:
     if not runs:
         st.info(t("overview.empty", lang), icon=":material/inbox:")
     else:
-        st.dataframe(
-            _progress_rows(runs), hide_index=True, width="stretch",
-            column_config={
-                t("runs.progress", lang): st.column_config.ProgressColumn(min_value=0.0, max_value=1.0,
-                                                                          format="percent"),
-                t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang)),
-            },
-        )
+        st.caption(t("runs.open_hint", lang))
+        runs_table(_progress_rows(runs), [run.id for run in runs], "runs.runs", lang, column_config={
+            t("runs.progress", lang): st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+            t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang)),
+        })
     st.subheader(t("runs.runners", lang))
     if runners:
         health_summary(runners)
