@@ -316,3 +316,16 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     selection.warm_comparison({"baseline": [str(real)], "runs": []})
     selection.warm_comparison({"baseline": ["x"], "runs": [str(cold)]})
     assert built == ["en", "ja"]
+
+
+@pytest.mark.parametrize(("state", "shown", "run"), [
+    ({"selection": {"rows": [1], "columns": []}}, [30, 20, 10], 20),
+    ({"selection": {"rows": [], "columns": []}}, [30, 20, 10], None),
+    ({"selection": {"rows": [3]}}, [30, 20, 10], None),  # the table as drawn had no such row
+    (None, [30, 20, 10], None),
+    ({"selection": {"rows": [0]}}, [], None),
+])
+def test_a_picked_row_is_read_against_the_table_as_drawn(state: object, shown: list[int], run: int | None) -> None:
+    from pages.parts.runs_table import picked_run
+
+    assert picked_run(state, shown) == run
