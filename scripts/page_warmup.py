@@ -13,13 +13,18 @@ points themselves).
 Only where reaching the server already means being let in: local mode (loopback), or proxy
 mode for a request from a trusted proxy (which authenticated the user).  With OIDC the HTML
 is served before sign-in, so nothing is started.  One warm-up at a time: a request that
-comes while one runs starts none, and its page computes its own, as without this.
+comes while one runs starts none, and its page computes its own, as without this.  A link
+warmed in the last ``WARM_AGAIN_AFTER_S`` is not warmed again (its analysis is cached; a
+reload would pay the points' read and the key's hashing, 0.15 s of a core here, for
+nothing, while the browser needs the cores): should points have landed since, the page
+computes the new analysis itself.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qs
 
@@ -29,6 +34,7 @@ from scripts.index_page import ASGIApp, Receive, Scope, Send, page_part
 Query = Mapping[str, list[str]]
 Warmer = Callable[[Query], None]
 _LOG = logging.getLogger("benchdeck.page_warmup")
+WARM_AGAIN_AFTER_S = 30.0
 
 
 class WarmOnPageRequest:
@@ -41,20 +47,25 @@ class WarmOnPageRequest:
         self.base_url_path = base_url_path
         self.allowed = allowed
         self._idle = threading.Semaphore(1)
+        self._warmed_at: dict[tuple[Warmer, str], float] = {}  # (warmer, query string) → monotonic time
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("method") == "GET":
             warmer = self.warmers.get(page_part(scope.get("path", ""), self.base_url_path()) or "")
             peer = (scope.get("client") or (None,))[0]
             if warmer is not None and self.allowed(peer):
-                self.start(warmer, parse_qs(scope.get("query_string", b"").decode("ascii", "replace")))
+                self.start(warmer, scope.get("query_string", b"").decode("ascii", "replace"))
         await self.app(scope, receive, send)
 
-    def start(self, warmer: Warmer, query: Query) -> bool:
-        """Run ``warmer(query)`` in a thread unless one is running; True when started."""
-        if not self._idle.acquire(blocking=False):
+    def start(self, warmer: Warmer, query: str) -> bool:
+        """Run ``warmer`` with the parsed ``query`` in a thread, unless one is running or
+        this query was warmed lately; True when started."""
+        now = time.monotonic()
+        self._warmed_at = {k: at for k, at in self._warmed_at.items() if now - at < WARM_AGAIN_AFTER_S}
+        if (warmer, query) in self._warmed_at or not self._idle.acquire(blocking=False):
             return False
-        threading.Thread(target=self._run, args=(warmer, query), name="benchdeck-warm", daemon=True).start()
+        self._warmed_at[(warmer, query)] = now
+        threading.Thread(target=self._run, args=(warmer, parse_qs(query)), name="benchdeck-warm", daemon=True).start()
         return True
 
     def _run(self, warmer: Warmer, query: Query) -> None:

@@ -160,6 +160,23 @@ def test_a_page_request_starts_its_warmer_once_at_a_time() -> None:
     assert _settles(started, 2) and started[-1] == {"baseline": ["6"], "runs": ["7"]}
 
 
+def test_a_link_warmed_lately_is_not_warmed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scripts import page_warmup
+
+    client, started, release = _warming_client()
+    release.set()
+    client.get("/compare?baseline=1&runs=2")
+    assert _settles(started, 1)
+    time.sleep(0.1)  # the first warm-up has ended
+    client.get("/compare?baseline=1&runs=2")  # a reload: its analysis is cached
+    client.get("/compare?baseline=1&runs=3")  # another link
+    assert _settles(started, 2) and started[-1] == {"baseline": ["1"], "runs": ["3"]}
+    time.sleep(0.1)
+    monkeypatch.setattr(page_warmup, "WARM_AGAIN_AFTER_S", 0.0)  # later: warmed again
+    client.get("/compare?baseline=1&runs=2")
+    assert _settles(started, 3) and started[-1] == {"baseline": ["1"], "runs": ["2"]}
+
+
 def test_a_peer_not_let_in_starts_nothing() -> None:
     client, started, release = _warming_client(allowed=False)
     release.set()
