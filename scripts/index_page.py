@@ -120,17 +120,24 @@ def _is_html_page(start: Message) -> bool:
     return bool(types) and types[0].split(b";")[0].strip().lower() == b"text/html"
 
 
-def install() -> None:
-    """Add :class:`ServerBaseInHtml` innermost to the middleware Streamlit builds for its
-    server (before gzip compresses the page), reading ``server.baseUrlPath`` per request."""
-    from starlette.middleware import Middleware
+def base_url_path() -> str:
+    """Streamlit's ``server.baseUrlPath``, read per request (its config may be reloaded)."""
     from streamlit import config
+
+    return str(config.get_option("server.baseUrlPath") or "")
+
+
+def add_innermost(middleware: Any) -> None:
+    """Add a ``starlette.middleware.Middleware`` innermost to those Streamlit builds for its
+    server: after its gzip, so a page's HTML is still plain when the middleware sees it."""
     from streamlit.web.server.starlette import starlette_app
 
     streamlit_middleware = starlette_app.create_streamlit_middleware
+    starlette_app.create_streamlit_middleware = lambda: [*streamlit_middleware(), middleware]
 
-    def with_ours() -> list[Middleware]:
-        return [*streamlit_middleware(),
-                Middleware(ServerBaseInHtml, base_url_path=lambda: str(config.get_option("server.baseUrlPath") or ""))]
 
-    starlette_app.create_streamlit_middleware = with_ours
+def install() -> None:
+    """Add :class:`ServerBaseInHtml` to Streamlit's server."""
+    from starlette.middleware import Middleware
+
+    add_innermost(Middleware(ServerBaseInHtml, base_url_path=base_url_path))

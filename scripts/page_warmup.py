@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from urllib.parse import parse_qs
 
 from domain.core.access import is_trusted_proxy
-from scripts.index_page import ASGIApp, Receive, Scope, Send, page_part
+from scripts.index_page import ASGIApp, Receive, Scope, Send, add_innermost, base_url_path, page_part
 
 Query = Mapping[str, list[str]]
 Warmer = Callable[[Query], None]
@@ -96,18 +96,8 @@ def warm_comparison(query: Query) -> None:
 
 
 def install(auth_mode: str, trusted_proxies: list[str]) -> None:
-    """Add :class:`WarmOnPageRequest` for the compare and checklist pages to the middleware
-    Streamlit builds for its server."""
+    """Add :class:`WarmOnPageRequest` for the compare and checklist pages to Streamlit's server."""
     from starlette.middleware import Middleware
-    from streamlit import config
-    from streamlit.web.server.starlette import starlette_app
 
-    streamlit_middleware = starlette_app.create_streamlit_middleware
-
-    def with_ours() -> list[Middleware]:
-        return [*streamlit_middleware(),
-                Middleware(WarmOnPageRequest, warmers={"/compare": warm_comparison, "/checklist": warm_comparison},
-                           base_url_path=lambda: str(config.get_option("server.baseUrlPath") or ""),
-                           allowed=allowed_peer(auth_mode, trusted_proxies))]
-
-    starlette_app.create_streamlit_middleware = with_ours
+    add_innermost(Middleware(WarmOnPageRequest, warmers={"/compare": warm_comparison, "/checklist": warm_comparison},
+                             base_url_path=base_url_path, allowed=allowed_peer(auth_mode, trusted_proxies)))

@@ -23,11 +23,15 @@ LANG_WIDGET_KEY = "lang_switch"
 QUERY_TTL_S = 2
 
 
+def language_of_link(from_url: str | None) -> str:
+    """The language a link's ``?lang=`` asks for, else the setting."""
+    return from_url if from_url in LANGUAGES else get_settings().language
+
+
 def current_language() -> str:
     """The session's language: a ``?lang=`` in the URL (shared links), else the setting."""
     if LANG_KEY not in st.session_state:
-        from_url = st.query_params.get("lang")
-        st.session_state[LANG_KEY] = from_url if from_url in LANGUAGES else get_settings().language
+        st.session_state[LANG_KEY] = language_of_link(st.query_params.get("lang"))
     return str(st.session_state[LANG_KEY])
 
 

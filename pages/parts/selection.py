@@ -21,13 +21,13 @@ import streamlit as st
 from db import DbBusy
 from db.rows import PickerChoiceRow, PickerRunRow
 from db.store import PickerFilters
-from domain.core.i18n import LANGUAGES, t
+from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.results import comparability
 from domain.results.comparability import condition_label
 from domain.results.comparison import Comparison, align_scenarios, comparison_with_settings
 from domain.results.frames import points_frame
-from pages.parts.common import QUERY_TTL_S, db_guard, source_label, store
+from pages.parts.common import QUERY_TTL_S, db_guard, language_of_link, source_label, store
 
 MAX_RUNS = 8
 # Runs the baseline and compared-runs lists offer: the newest that match the filters (in
@@ -195,8 +195,7 @@ def comparison(selection: Selection, lang: str, *, keep_cold: bool = False) -> C
     if frame.empty:
         st.warning(t("select.no_points", lang))
         return None
-    sources = set(frame["source"])
-    if "emulated" in sources and len(sources) > 1 and not selection.allow_mixed:
+    if refuses_mix(frame, selection.allow_mixed):
         st.error(t("select.mixed_refused", lang), icon=":material/science:")
         return None
     missing = [r for r in (selection.baseline, *selection.others) if r not in set(frame["run_id"])]
@@ -217,14 +216,18 @@ def warm_comparison(query: Mapping[str, list[str]]) -> None:
     others = [i for i in dict.fromkeys(_ints(",".join(query.get("runs", [])))) if i not in baseline]
     if not baseline or not others or len(others) > MAX_RUNS:
         return
-    lang = next(iter(query.get("lang", [])), "")
-    lang = lang if lang in LANGUAGES else get_settings().language
+    lang = language_of_link(next(iter(query.get("lang", [])), None))
     intended = tuple(c for c in query.get("intended", []) if comparability.is_condition_name(c))
     frame = cached_points((baseline[0], *others))
-    sources = set(frame["source"]) if not frame.empty else set()
-    if frame.empty or ("emulated" in sources and len(sources) > 1 and query.get("mixed") != ["1"]):
+    if frame.empty or refuses_mix(frame, allow_mixed=query.get("mixed") == ["1"]):
         return
     _cached_comparison(frame, baseline[0], tuple(others), lang, intended, False)
+
+
+def refuses_mix(frame: pd.DataFrame, allow_mixed: bool) -> bool:
+    """Emulated points beside measured or imported ones, not allowed by the user: refused."""
+    sources = set(frame["source"])
+    return "emulated" in sources and len(sources) > 1 and not allow_mixed
 
 
 def _frame_digest(frame: pd.DataFrame) -> bytes:
