@@ -34,8 +34,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # tests, none the same twice, each passing alone and in the next run (four browser tests racing
 # a Streamlit rerun, a lock probe over a dozen probes, a runner stopped after its short run had
 # ended).  Each of those is fixed at its source; beyond that, a browser or slow test gets one
-# rerun.  The first failure is still printed (pytest-rerunfailures lists it as a rerun), a test
-# that fails twice fails, and no other test is rerun.
+# rerun.  The first failure is still printed (pytest-rerunfailures lists it as a rerun, with
+# its traceback: --rerun-show-tracebacks in pyproject.toml), a test that fails twice fails,
+# and no other test is rerun.
 RERUNS = 1
 RERUN_MARKS = ("browser", "slow")
 
