@@ -239,6 +239,31 @@ def test_the_pickers_offer_the_newest_runs_and_any_run_a_link_names(app_env: Pat
     assert at.query_params["baseline"] == "1" and at.query_params["runs"] == "2"
 
 
+def test_the_picker_filters_narrow_the_lists_and_say_how_many_are_in_use(app_env: Path) -> None:
+    """The filters sit in a popover (drawn when opened); its label counts the filters in use,
+    and a filter narrows both lists in SQL, over every finished run."""
+    from bench import synthetic
+    from pages.parts.selection import PICKER_SHOWN
+
+    runs = PICKER_SHOWN + 30
+    synthetic.fill(Store(app_env, lock_timeout_s=30), runs=runs, points_per_run=2)  # GPU counts 1-8, in turn
+    at = _page("compare", lang="en")
+    popover = at.get("popover")[0]
+    assert popover.proto.popover.label == "Filters (model, GPU, tag, date, status, source)"
+    at.multiselect(key="select.filter.gpus").set_value(["2×H200"]).run()
+    assert not at.exception
+    assert at.get("popover")[0].proto.popover.label.endswith(" · 1 in use")
+    baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
+    two_gpus = (runs + 6) // 8  # synthetic-i has 1 + i % 8 GPUs
+    # The chosen baseline (the newest, 6 GPUs) stays offered, as a link's does: the rest match.
+    assert baseline.value == runs and baseline.options[-1].startswith(f"#{runs} ")
+    assert len(baseline.options) == two_gpus + 1 and all("· 2×H200" in o for o in baseline.options[:-1])
+    at.text_input(key="select.filter.tag").input("no-such-tag").run()
+    assert at.get("popover")[0].proto.popover.label.endswith(" · 2 in use")
+    left = next(s for s in at.selectbox if s.label.startswith("Baseline")).options
+    assert left == [baseline.options[-1]]  # no run matches both filters: only the chosen baseline is left
+
+
 @pytest.mark.parametrize("page", ["compare", "checklist"])
 def test_runs_with_the_same_verdict_share_one_box(app_env: Path, page: str) -> None:
     """Four synthetic runs on different GPU counts: each compared run is "comparable except"
