@@ -16,6 +16,7 @@ from db import Store
 from db.connection import lock_path_for
 from tests.conftest import ROOT
 from tests.support.actors import admin
+from tests.support.pages import open_page
 
 APP = str(ROOT / "app.py")
 
@@ -116,16 +117,6 @@ def _import(path: Path, *args: str) -> list[int]:
     return [int(x) for x in done.stdout.split("imported")[0].split()]
 
 
-def _page(name: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(f"pages/{name}.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
 def _table_with(at: AppTest, needle: str) -> pd.DataFrame:
     for frame in at.dataframe:
         value = frame.value
@@ -144,7 +135,7 @@ def test_compare_page_verdict_first_and_cold_points_kept_on_request(app_env: Pat
     cold = _import(cold_first_copy(fixtures / "sglang-0.5.23.jsonl", tmp_path / "cold-first.jsonl"))[0]
     old = _import(fixtures / "sglang-0.4.6.post5.jsonl")[0]
     # 0.5.23's records name the emulator as their server (emulated), 0.4.6's name none (imported).
-    at = _page("compare", baseline=str(real), runs=f"{cold},{old}", mixed="1", lang="en")
+    at = open_page("compare", baseline=str(real), runs=f"{cold},{old}", mixed="1", lang="en")
     # The verdicts are the first alerts, one per run, with both values; not comparable in red.
     assert at.error[0].value.startswith(f"run #{old} vs baseline #{real}: not comparable")
     # Same records, same conditions: comparable (except what neither side's file says).
@@ -178,7 +169,7 @@ def test_compare_page_offers_flag_conditions_and_keeps_them_in_the_url(app_env: 
     copy = tmp_path / "fp8.jsonl"
     copy.write_bytes(source.read_bytes() + b"\n")  # another file: an import is refused twice
     fp8 = _import(copy, "--server-args", "--kv-cache-dtype fp8_e4m3")[0]
-    at = _page("compare", baseline=str(base), runs=str(fp8), lang="en")
+    at = open_page("compare", baseline=str(base), runs=str(fp8), lang="en")
     # The Markdown source: the name and values are escaped literal text ("\\_" shows as "_").
     assert "kv-cache-dtype" in at.error[0].value and "auto → fp8\\_e4m3" in at.error[0].value
     intended = next(m for m in at.multiselect if m.label.startswith("Conditions intended to differ"))
@@ -198,7 +189,7 @@ def test_checklist_marks_fatal_differences_with_both_values(app_env: Path, tmp_p
     copy = tmp_path / "fp8.jsonl"
     copy.write_bytes(source.read_bytes() + b"\n")
     fp8 = _import(copy, "--server-args", "--kv-cache-dtype fp8_e4m3")[0]
-    at = _page("checklist", baseline=str(base), runs=str(fp8), lang="en")
+    at = open_page("checklist", baseline=str(base), runs=str(fp8), lang="en")
     assert at.error[0].value.startswith(f"#{fp8} — not comparable")
     matrix = _table_with(at, "fp8_e4m3")
     row = matrix.loc[next(i for i in matrix.index if "kv-cache-dtype" in i[1])]
@@ -211,7 +202,7 @@ def test_runs_named_without_a_baseline_ask_for_one(app_env: Path) -> None:
     from tools.make_import_fixtures import ensure_fixtures
 
     run = _import(ensure_fixtures() / "sglang-0.5.23.jsonl")[0]
-    at = _page("compare", runs=str(run), lang="en")
+    at = open_page("compare", runs=str(run), lang="en")
     baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
     assert baseline.value is None
     assert any("Pick the baseline" in i.value for i in at.info)
@@ -228,11 +219,11 @@ def test_the_pickers_offer_the_newest_runs_and_any_run_a_link_names(app_env: Pat
 
     runs = PICKER_SHOWN + 30
     synthetic.fill(Store(app_env, lock_timeout_s=30), runs=runs, points_per_run=2)
-    at = _page("compare", lang="en")
+    at = open_page("compare", lang="en")
     baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
     assert len(baseline.options) == PICKER_SHOWN and baseline.value == runs  # the newest, as before
     assert any(f"newest {PICKER_SHOWN} of the {runs} matching runs" in c.value for c in at.caption)
-    at = _page("compare", baseline="1", runs="2", lang="en")  # the two oldest, far below the newest 200
+    at = open_page("compare", baseline="1", runs="2", lang="en")  # the two oldest, far below the newest 200
     baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
     assert baseline.value == 1 and len(baseline.options) == PICKER_SHOWN + 1
     assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [2]
@@ -247,7 +238,7 @@ def test_the_picker_filters_narrow_the_lists_and_say_how_many_are_in_use(app_env
 
     runs = PICKER_SHOWN + 30
     synthetic.fill(Store(app_env, lock_timeout_s=30), runs=runs, points_per_run=2)  # GPU counts 1-8, in turn
-    at = _page("compare", lang="en")
+    at = open_page("compare", lang="en")
     popover = at.get("popover")[0]
     assert popover.proto.popover.label == "Filters (model, GPU, tag, date, status, source)"
     at.multiselect(key="select.filter.gpus").set_value(["2×H200"]).run()
@@ -271,7 +262,7 @@ def test_runs_with_the_same_verdict_share_one_box(app_env: Path, page: str) -> N
     from bench import synthetic
 
     synthetic.fill(Store(app_env, lock_timeout_s=30), runs=4, points_per_run=2)
-    at = _page(page, baseline="4", runs="3,1,2", lang="en")
+    at = open_page(page, baseline="4", runs="3,1,2", lang="en")
     verdicts = [w.value for w in at.warning if "GPU count" in w.value]
     assert len(verdicts) == 1 and not at.error and not [s for s in at.success if "#4" in s.value]
     paragraphs = verdicts[0].split("\n\n")
@@ -284,7 +275,7 @@ def test_run_page_explains_the_gaps_one_list_per_scenario(app_env: Path) -> None
     from bench import synthetic
 
     synthetic.fill(Store(app_env, lock_timeout_s=30), runs=1, points_per_run=6)  # s0 and s1 at c=1, 2, 4
-    at = _page("run", run="1", lang="en")
+    at = open_page("run", run="1", lang="en")
     assert not at.exception
     lists = [m.value for m in at.markdown if "→" in m.value and "measured against" in m.value]
     assert [m.splitlines()[0] for m in lists] == ["**Scenario s0**", "**Scenario s1**"], lists
@@ -332,10 +323,10 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     monkeypatch.setattr(selection, "comparison_with_settings", counted)
     selection.warm_comparison({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"]})
     assert built == ["en"]
-    _page("compare", baseline=str(real), runs=str(cold), lang="en")
-    _page("checklist", baseline=str(real), runs=str(cold), lang="en")
+    open_page("compare", baseline=str(real), runs=str(cold), lang="en")
+    open_page("checklist", baseline=str(real), runs=str(cold), lang="en")
     assert built == ["en"]
-    _page("compare", baseline=str(real), runs=str(cold), lang="ja")
+    open_page("compare", baseline=str(real), runs=str(cold), lang="ja")
     assert built == ["en", "ja"]
     # Nothing is started for a link the page would refuse or could not read.
     selection.warm_comparison({"baseline": [str(real)], "runs": []})

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from db import Store
-from tests.conftest import ROOT
 from tests.support.actors import operator
+from tests.support.pages import open_page
 from tests.test_external_engine import external_plan
 
 
@@ -23,12 +22,7 @@ def test_the_run_page_says_what_was_declared(app_env: Path, lang: str, declared:
     store.migrate()
     plan = external_plan(external={"endpoint": "lab", "engine": "trt-llm", "version": "1.0.0"})
     run_id, _ = store.submit_run(plan, submitted_by=operator("t"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.query_params["run"] = str(run_id)
-    at.query_params["lang"] = lang
-    at.run()
-    at.switch_page("pages/run.py").run()
-    assert not at.exception, at.exception
+    at = open_page("run", run=str(run_id), lang=lang)
     texts = [element.value for element in at.text]
     facts = next(text for text in texts if declared in text)
     assert "H200" in facts and ("(declared)" in facts or "(申告)" in facts)

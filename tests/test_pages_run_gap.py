@@ -6,23 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
-
 from bench import synthetic
 from db import Store
 from domain.core.i18n import t
-from tests.conftest import ROOT
+from tests.support.pages import open_page
 
 _SCENARIO_LABEL = {lang: f"**{t('compare.col.scenario', lang)} " for lang in ("en", "ja")}
 
 
 def _gap_lists(run_id: int, lang: str) -> list[str]:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.query_params["run"] = str(run_id)
-    at.query_params["lang"] = lang
-    at.run()
-    at.switch_page("pages/run.py").run()
-    assert not at.exception, at.exception
+    at = open_page("run", run=str(run_id), lang=lang)
     return [m.value for m in at.markdown if m.value.startswith(_SCENARIO_LABEL[lang])]
 
 
