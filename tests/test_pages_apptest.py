@@ -321,8 +321,11 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
         return build(*args, **kwargs)
 
     monkeypatch.setattr(selection, "comparison_with_settings", counted)
+    read: list[str] = []
+    for name in ("picker_choices", "runs_for_picker"):  # the picker's two lists, read once
+        monkeypatch.setattr(Store, name, _counted(getattr(Store, name), name, read))
     selection.warm_comparison({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"]})
-    assert built == ["en"]
+    assert built == ["en"] and sorted(read) == ["picker_choices", "runs_for_picker"]
     open_page("compare", baseline=str(real), runs=str(cold), lang="en")
     open_page("checklist", baseline=str(real), runs=str(cold), lang="en")
     assert built == ["en"]
@@ -332,6 +335,13 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     selection.warm_comparison({"baseline": [str(real)], "runs": []})
     selection.warm_comparison({"baseline": ["x"], "runs": [str(cold)]})
     assert built == ["en", "ja"]
+
+
+def _counted(method: Any, name: str, calls: list[str]) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return method(*args, **kwargs)
+    return wrapper
 
 
 @pytest.mark.parametrize(("state", "shown", "run"), [

@@ -232,6 +232,10 @@ def warm_comparison(query: Mapping[str, list[str]]) -> None:
         return
     lang = language_of_link(next(iter(query.get("lang", [])), None))
     intended = tuple(c for c in query.get("intended", []) if comparability.is_condition_name(c))
+    # The picker's lists first: the page reads them before the points, a fresh session with
+    # no filter set (``_filters`` of empty widgets), and they take a fraction of the analysis.
+    cached_choices()
+    cached_picker(PickerFilters(unknown=UNKNOWN))
     frame = cached_points((baseline[0], *others))
     if frame.empty or refuses_mix(frame, allow_mixed=query.get("mixed") == ["1"]):
         return
