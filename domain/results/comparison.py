@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -18,7 +19,11 @@ from domain.results.requests import RequestSamples
 
 @dataclass
 class Comparison:
-    """A baseline and runs compared in one language, with every derived frame."""
+    """A baseline and runs compared in one language, with every derived frame.
+
+    ``saturation``, ``pareto`` and ``estimates`` are computed when first read (the knee fits
+    and the estimator are about a third of a nine-run comparison, and a compare page's first
+    view shows none of them); once computed they are kept, like the fields."""
 
     frame: pd.DataFrame
     baseline_run_id: int
@@ -27,9 +32,7 @@ class Comparison:
     intended_to_differ: frozenset[str]
     summary: pd.DataFrame  # analysis.summarise_points
     compare: pd.DataFrame  # analysis.compare_table (long)
-    saturation: pd.DataFrame
     scaling: pd.DataFrame
-    pareto: pd.DataFrame
     badges: pd.DataFrame  # validity.validity_badges
     matrix: pd.DataFrame  # comparability.comparability_matrix
     checklist: pd.DataFrame  # comparability.comparability_summary
@@ -44,9 +47,30 @@ class Comparison:
     # saying none does, then the conditions marked as under test with both values.
     changed_lines: list[str] = field(default_factory=list)
     gain_threshold_pct: float = curve.DEFAULT_SATURATION_GAIN_PCT  # the knee rule's threshold, for labels
-    # The estimator's figures per point and measured ÷ estimated (estimate_overlay.estimates_for):
-    # the charts' dashed lines and the exports' ratio columns.
-    estimates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(estimate_overlay.COLUMNS)))
+    # The p99 SLA of the saturation rule (curve.saturation_points), when one is set.
+    sla_metric: str | None = None
+    sla_threshold_ms: float | None = None
+    # The cold first points the user keeps in the knee (curve.saturation_points' ``keep``).
+    keep_cold: frozenset[tuple[object, object, object]] = frozenset()
+
+    @cached_property
+    def saturation(self) -> pd.DataFrame:
+        """Where each curve saturates and which rule said so (curve.saturation_points)."""
+        return curve.saturation_points(self.summary, gain_threshold_pct=self.gain_threshold_pct,
+                                       sla_metric=self.sla_metric, sla_threshold_ms=self.sla_threshold_ms,
+                                       keep=self.keep_cold)
+
+    @cached_property
+    def pareto(self) -> pd.DataFrame:
+        """Throughput against latency, the frontier marked (curve.pareto_points)."""
+        return curve.pareto_points(self.summary)
+
+    @cached_property
+    def estimates(self) -> pd.DataFrame:
+        """The estimator's figures per point and measured ÷ estimated
+        (estimate_overlay.estimates_for): the charts' dashed lines and the exports' ratio
+        columns."""
+        return estimate_overlay.estimates_for(self.frame, self.summary)
 
 
 def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str, *,
@@ -73,17 +97,14 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
         # ``selected`` holds exactly these runs, so the summary above is compare_table's own.
         compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others], requests=requests,
                                        summary=summary),
-        saturation=curve.saturation_points(summary, gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric,
-                                           sla_threshold_ms=sla_threshold_ms, keep=keep_cold),
-        scaling=scaling, pareto=curve.pareto_points(summary),
-        badges=badges, matrix=matrix,
+        scaling=scaling, badges=badges, matrix=matrix,
         checklist=checklist,
         caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist),
         flag_diff=flag_diff,
         verdict_lines=comparability.verdict_lines(checklist, baseline_run_id, lang),
         changed_lines=changed_lines(flag_diff, checklist, baseline_run_id, lang),
-        gain_threshold_pct=gain_threshold_pct,
-        estimates=estimate_overlay.estimates_for(selected, summary),
+        gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric, sla_threshold_ms=sla_threshold_ms,
+        keep_cold=frozenset(keep_cold),
     )
 
 
@@ -118,7 +139,10 @@ def _scenario_lengths(rows: pd.DataFrame) -> dict[object, tuple[Lengths | None, 
     range ratio (None unless one)."""
     found: dict[object, tuple[Lengths | None, object]] = {}
     ratios = rows["random_range_ratio"] if "random_range_ratio" in rows.columns else pd.Series(None, index=rows.index)
-    for scenario, group in rows.assign(_ratio=ratios).groupby("scenario", sort=False):
+    # The four columns read, not the whole frame: each group would copy every column.
+    narrow = pd.DataFrame({"scenario": rows["scenario"], "input_len": rows["input_len"],
+                           "output_len": rows["output_len"], "_ratio": ratios})
+    for scenario, group in narrow.groupby("scenario", sort=False):
         lengths = {(comparability.normalise(i), comparability.normalise(o))
                    for i, o in zip(group["input_len"], group["output_len"], strict=True)}
         ratio = {comparability.normalise(r) for r in group["_ratio"]}
