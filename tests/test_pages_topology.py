@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from db import Store
 from domain.plan.run_plan import RunPlan
+from pages.parts.topology_editor import DRAWING_OPEN
 from tests.conftest import ROOT
 from tests.support.code_spans import code_spans
 
@@ -193,6 +194,9 @@ def test_submitted_plan_stores_the_topology_and_duplicate_brings_it_back(app_env
     # Loading a preset (aggregated) replaces the whole topology, nothing of the draft left.
     next(b for b in at.button if b.label == "Load preset").click().run()
     assert at.radio(key="b.topo.kind@en").value == "aggregated"
+    assert at.get("graphviz_chart") == []  # one server: the drawing waits behind its expander
+    at.session_state[DRAWING_OPEN.format(kind="aggregated")] = True  # the user opens it
+    at.run()
     assert "server" in _dot(at) and "router" not in _dot(at)
     at.radio(key="b.topo.kind@en").set_value("pd").run()
     assert at.text_input(key="b.topo.prefill.gpu_ids").value == ""

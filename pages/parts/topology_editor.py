@@ -33,7 +33,9 @@ from domain.plan.topology_drawing import (
     topology_dot,
 )
 from domain.plan.transfer_backend import BACKEND_FLAG, kv_backend
-from pages.parts.common import localised_choice
+from pages.parts.common import localised_choice, opened_expander
+
+DRAWING_OPEN = "build.topo.drawing_open.{kind}"  # the drawing's expander, one per topology kind
 
 KINDS: tuple[Kind, ...] = get_args(Kind)
 POLICIES: tuple[Policy, ...] = get_args(Policy)
@@ -193,7 +195,15 @@ def _drawing(topology: Topology, problems: list[str], base_args: dict[str, Any],
     slots = layout(topology, base_args, gpu_count)
     layout_issues = layout_problems(topology, base_args, gpu_count)
     cap = topology.router_max_concurrent_requests or _sweep_max()
-    st.graphviz_chart(topology_dot(topology, slots, slots_named_in(slots, layout_issues), cap, lang))
+    # Drawn only while open, and open at first only beyond one server: Graphviz's engine
+    # (WebAssembly) cost a fresh tab 0.35-0.45 s of main-thread script (Chromium's
+    # Performance metrics, this page, here) to draw one server's box, which the table below
+    # lists as well.  One state per kind, so a router or PD topology opens drawn.
+    box = opened_expander(t("build.topo.drawing", lang), DRAWING_OPEN.format(kind=topology.kind),
+                          expanded=topology.kind != "aggregated")
+    if box is not None:
+        with box:
+            st.graphviz_chart(topology_dot(topology, slots, slots_named_in(slots, layout_issues), cap, lang))
     st.caption(t("build.topo.gpu_use", lang, used=gpus_in_use(slots), total=gpu_count) + " "
                + t("build.topo.ports_note", lang))
     st.table(server_rows(slots, base_args, lang), hide_index=True)
