@@ -5,7 +5,6 @@ On points read from a real DuckDB file; the values are the analyses' own (same c
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -16,22 +15,11 @@ from db import Store
 from domain.results import curve, estimate_overlay
 from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame
+from tests.support.calls import counted
 
 RUNS = [3, 2, 1]
 LAZY = [("saturation", curve, "saturation_points"), ("pareto", curve, "pareto_points"),
         ("estimates", estimate_overlay, "estimates_for")]
-
-
-def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
-    calls: list[int] = []
-    real: Callable[..., pd.DataFrame] = getattr(module, name)
-
-    def counted(*args: Any, **kwargs: Any) -> pd.DataFrame:
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, counted)
-    return calls
 
 
 @pytest.mark.parametrize(("attribute", "module", "name"), LAZY)
@@ -39,7 +27,8 @@ def test_a_lazy_analysis_is_computed_on_first_read_and_once(store: Store, monkey
                                                              attribute: str, module: Any, name: str) -> None:
     synthetic.fill(store, runs=3, points_per_run=6)
     frame = points_frame(p.as_dict() for p in store.points_for_comparison(RUNS))
-    calls = _counting(monkeypatch, module, name)
+    calls: list[str] = []
+    monkeypatch.setattr(module, name, counted(getattr(module, name), name, calls))
     c = build_comparison(frame, 3, [2, 1], "en", gain_threshold_pct=7.0, sla_metric="ttft_p99",
                          sla_threshold_ms=500.0)
     assert calls == []

@@ -16,6 +16,7 @@ from db import Store
 from db.connection import lock_path_for
 from tests.conftest import ROOT
 from tests.support.actors import admin
+from tests.support.calls import counted
 from tests.support.pages import open_page
 
 APP = str(ROOT / "app.py")
@@ -316,14 +317,14 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     built: list[str] = []
     build = selection.comparison_with_settings
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    def built_in_language(*args: Any, **kwargs: Any) -> Any:
         built.append(args[3])  # the language
         return build(*args, **kwargs)
 
-    monkeypatch.setattr(selection, "comparison_with_settings", counted)
+    monkeypatch.setattr(selection, "comparison_with_settings", built_in_language)
     read: list[str] = []
     for name in ("picker_choices", "runs_for_picker"):  # the picker's two lists, read once
-        monkeypatch.setattr(Store, name, _counted(getattr(Store, name), name, read))
+        monkeypatch.setattr(Store, name, counted(getattr(Store, name), name, read))
     selection.warm_comparison({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"]})
     assert built == ["en"] and sorted(read) == ["picker_choices", "runs_for_picker"]
     open_page("compare", baseline=str(real), runs=str(cold), lang="en")
@@ -335,13 +336,6 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     selection.warm_comparison({"baseline": [str(real)], "runs": []})
     selection.warm_comparison({"baseline": ["x"], "runs": [str(cold)]})
     assert built == ["en", "ja"]
-
-
-def _counted(method: Any, name: str, calls: list[str]) -> Any:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        calls.append(name)
-        return method(*args, **kwargs)
-    return wrapper
 
 
 @pytest.mark.parametrize(("state", "shown", "run"), [
