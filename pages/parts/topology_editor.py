@@ -194,7 +194,6 @@ def _drawing(topology: Topology, problems: list[str], base_args: dict[str, Any],
     """The drawing, the server table, every problem, and a PD backend mismatch."""
     slots = layout(topology, base_args, gpu_count)
     layout_issues = layout_problems(topology, base_args, gpu_count)
-    cap = topology.router_max_concurrent_requests or _sweep_max()
     # Drawn only while open, and open at first only beyond one server: Graphviz's engine
     # (WebAssembly) cost a fresh tab 0.35-0.45 s of main-thread script (Chromium's
     # Performance metrics, this page, here) to draw one server's box, which the table below
@@ -203,6 +202,7 @@ def _drawing(topology: Topology, problems: list[str], base_args: dict[str, Any],
                           expanded=topology.kind != "aggregated")
     if box is not None:
         with box:
+            cap = topology.router_max_concurrent_requests or _sweep_max()  # the drawing's router label
             st.graphviz_chart(topology_dot(topology, slots, slots_named_in(slots, layout_issues), cap, lang))
     st.caption(t("build.topo.gpu_use", lang, used=gpus_in_use(slots), total=gpu_count) + " "
                + t("build.topo.ports_note", lang))
