@@ -15,16 +15,13 @@ from pydantic import ValidationError
 
 from db import LostRace
 from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
-from db.scaling_gap_inputs import explained_run
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
-from domain.core.markdown import md_text
 from domain.importer.records import is_imported_plan
 from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
-from domain.results.scaling_gap import gap_sentences
 from domain.slides.charts import run_points_chart, scaling_gap_chart, styled, telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
@@ -36,6 +33,7 @@ from pages.parts.common import (
     source_label,
     store,
 )
+from pages.parts.run_gaps import finished_attempt_gap_lists, finished_attempt_gaps
 from pages.parts.watch_controls import watch_controls
 
 lang = current_language()
@@ -327,50 +325,21 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _finished_attempt_gaps(run_id: int, attempt_id: int, startup_facts: str) -> pd.DataFrame:
-    """The "why not N×" split of a succeeded attempt, computed once: its points and telemetry
-    are final, while the live fragment around it reruns every 2 s.  ``attempt_id`` keys the
-    cache, so a later attempt of the run is computed afresh."""
-    return explained_run(store(), run_id, json.loads(startup_facts or "{}"))
-
-
 def scaling_gap_section(run_id: int, attempt: AttemptRow) -> None:
     """"Why not N×?": each concurrency step's gap to linear scaling split into causes read
     from the run's own signals (domain/results/scaling_gap.py); shown once the run is done."""
     st.subheader(t("scaling_gap.title", lang))
     with db_guard(lang) as guard:
-        gaps = _finished_attempt_gaps(run_id, attempt.id, attempt.startup_facts or "")
+        gaps = finished_attempt_gaps(run_id, attempt.id, attempt.startup_facts or "")
     if guard.failed:
         return
     if gaps.empty:
         st.caption(t("scaling_gap.none", lang))
         return
     st.altair_chart(styled(scaling_gap_chart(gaps, lang)), theme=None)  # its own sizes, as on the compare page
-    for text in _finished_attempt_gap_lists(run_id, attempt.id, attempt.startup_facts or "", lang):
+    for text in finished_attempt_gap_lists(run_id, attempt.id, attempt.startup_facts or "", lang):
         st.markdown(text)
     st.caption(t("scaling_gap.method", lang))
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _finished_attempt_gap_lists(run_id: int, attempt_id: int, startup_facts: str, language: str) -> list[str]:
-    """:func:`gap_list` of each scenario of a succeeded attempt, written once per language:
-    the sentences are final as the split is, and writing them (a pandas group per step) was
-    a third of the page's own time on each visit."""
-    gaps = _finished_attempt_gaps(run_id, attempt_id, startup_facts)
-    return [gap_list(str(scenario), steps, language) for scenario, steps in gaps.groupby("scenario", sort=True)]
-
-
-def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
-    """One scenario's steps as one Markdown list, each step's causes under it.  Per scenario:
-    two scenarios' steps share their concurrencies, and one flat list said "c=1→2" twice
-    without saying of which; one element per scenario, not two per step (18 steps drew 36
-    elements, each one a fresh tab draws)."""
-    items = []
-    for _, step in steps.groupby(["run_id", "c_from", "c_to"], sort=True):
-        summary, *causes = gap_sentences(step, language)
-        items += [f"- {summary}", *(f"    - {cause}" for cause in causes)]
-    return "\n".join([f"**{t('compare.col.scenario', language)} {md_text(scenario)}**", "", *items])
 
 
 ACTIVE = ("queued", "running")

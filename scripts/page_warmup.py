@@ -1,14 +1,16 @@
-"""Start a linked comparison's analysis when its page's HTML is asked for.
+"""Start a linked page's analysis when its page's HTML is asked for.
 
 A fresh tab spends 0.7-1.0 s loading Streamlit's scripts and opening its websocket before
 the page's script runs (``python -m bench pages_browser``).  For a link that names a
-comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise), the server knows
-from the HTML request alone what the script will compute first.  :class:`WarmOnPageRequest`
+comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise) or a finished run
+(``/run?run=N``: its "Why not N×?"), the server knows from the HTML request alone what
+the script will compute first.  :class:`WarmOnPageRequest`
 starts that in a background thread through the page's own cached functions
-(``pages/parts/selection.py`` ``warm_comparison``), so the script's first run finds it done
-or waits for it: Streamlit holds a second caller of a key being computed until the first
-has stored it, so nothing is computed twice and nothing stale is shown (the keys are the
-points themselves).
+(``pages/parts/selection.py`` ``warm_comparison``, ``pages/parts/run_gaps.py``
+``warm_run``), so the script's first run finds it done or waits for it: Streamlit holds a
+second caller of a key being computed until the first has stored it, so nothing is
+computed twice and nothing stale is shown (a comparison is keyed by its points; a run's
+split by its succeeded attempt, whose points no longer change).
 
 Only where reaching the server already means being let in: local mode (loopback), or proxy
 mode for a request from a trusted proxy (which authenticated the user).  With OIDC the HTML
@@ -95,9 +97,19 @@ def warm_comparison(query: Query) -> None:
     warm(query)
 
 
+def warm_run(query: Query) -> None:
+    """The run page's warmer: a succeeded run's "Why not N×?" (pages/parts/run_gaps.py)."""
+    from pages.parts.run_gaps import warm_run as warm
+
+    warm(query)
+
+
+WARMERS: dict[str, Warmer] = {"/compare": warm_comparison, "/checklist": warm_comparison, "/run": warm_run}
+
+
 def install(auth_mode: str, trusted_proxies: list[str]) -> None:
-    """Add :class:`WarmOnPageRequest` for the compare and checklist pages to Streamlit's server."""
+    """Add :class:`WarmOnPageRequest` for the pages in :data:`WARMERS` to Streamlit's server."""
     from starlette.middleware import Middleware
 
-    add_innermost(Middleware(WarmOnPageRequest, warmers={"/compare": warm_comparison, "/checklist": warm_comparison},
-                             base_url_path=base_url_path, allowed=allowed_peer(auth_mode, trusted_proxies)))
+    add_innermost(Middleware(WarmOnPageRequest, warmers=WARMERS, base_url_path=base_url_path,
+                             allowed=allowed_peer(auth_mode, trusted_proxies)))

@@ -1,15 +1,22 @@
-"""The run page's "Why not N×?" lists (pages/run.py): written once per finished attempt and
-language, and shown in the language of each visit (AppTest against a real DuckDB file with
+"""The run page's "Why not N×?" lists (pages/run.py, pages/parts/run_gaps.py): written once
+per finished attempt and language, shown in the language of each visit, and computed by the
+server for a link before the page's first run (AppTest against a real DuckDB file with
 synthetic succeeded runs, bench/synthetic.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench import synthetic
 from db import Store
 from domain.core.i18n import t
+from pages.parts import run_gaps
+from tests.support.actors import operator
+from tests.support.calls import counted
 from tests.support.pages import open_page
+from tests.support.runner_harness import small_plan
 
 _SCENARIO_LABEL = {lang: f"**{t('compare.col.scenario', lang)} " for lang in ("en", "ja")}
 
@@ -30,3 +37,26 @@ def test_a_finished_runs_gap_lists_follow_the_visits_language(app_env: Path) -> 
     assert all("tok/s measured against" in text for text in english)
     assert all("線形なら" in text for text in japanese)
     assert _gap_lists(run.id, "en") == english  # kept: the same text on the next visit
+
+
+def test_a_linked_runs_split_warmed_by_the_server_is_the_one_the_page_shows(
+        app_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scripts/page_warmup.py calls warm_run with a run link's query when the page's HTML is
+    asked for: the page's first run then computes neither the split nor its lists anew; a
+    link the page reads otherwise, or a run with no split to show, computes nothing."""
+    store = Store(app_env)
+    synthetic.fill(store, runs=1, points_per_run=8)
+    run = store.list_runs(limit=1)[0]
+    queued, _ = store.submit_run(small_plan(), submitted_by=operator("t"))
+    computed: list[str] = []
+    monkeypatch.setattr(run_gaps, "explained_run", counted(run_gaps.explained_run, "split", computed))
+    monkeypatch.setattr(run_gaps, "gap_list", counted(run_gaps.gap_list, "list", computed))
+    run_gaps.warm_run({"run": [str(run.id)], "lang": ["ja"]})
+    warmed = list(computed)
+    assert warmed[0] == "split" and set(warmed[1:]) == {"list"}
+    japanese = _gap_lists(run.id, "ja")
+    assert japanese and all("線形なら" in text for text in japanese)
+    assert computed == warmed  # the page found both cached
+    for query in ({"run": ["x"]}, {"run": [f" {run.id}"]}, {"run": [str(run.id + 1000)]}, {}, {"run": [str(queued)]}):
+        run_gaps.warm_run(query)
+    assert computed == warmed
