@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from db import Store
 from domain.core.i18n import t
@@ -210,9 +211,12 @@ def test_keep_cold_toggle_changes_the_efficiency(compare_app, browser: Browser) 
 
 def _open_list(page: Page, combo: Locator) -> None:
     """Open a selectbox's list once the page is idle: a rerun still drawing the page
-    replaces the widget and closes a list opened during it."""
+    replaces the widget and closes a list opened during it.  The box is brought to the
+    viewport's middle first: its list opens beside it, and one opened at the viewport's edge
+    can sit where no scrolling reaches it (Playwright: "element is outside of the viewport")."""
     for _ in range(5):
         expect(page.get_by_test_id("stStatusWidget")).to_be_hidden(timeout=60_000)
+        combo.evaluate("box => box.scrollIntoView({block: 'center'})")
         combo.click()
         try:
             expect(page.get_by_role("option").first).to_be_visible(timeout=5_000)
@@ -222,6 +226,19 @@ def _open_list(page: Page, combo: Locator) -> None:
     raise AssertionError("the selectbox's list did not open")
 
 
+def _choose(page: Page, combo: Locator, option: str) -> None:
+    """Click ``option`` in ``combo``'s open list; should the list have moved out of reach
+    (a late redraw above it), close it and open it again."""
+    for _ in range(3):
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+            return
+        except PlaywrightTimeoutError:
+            page.keyboard.press("Escape")
+            _open_list(page, combo)
+    raise AssertionError(f"the option {option!r} could not be clicked")
+
+
 def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Browser) -> None:
     url, runs = compare_app
     page = _page(browser)
@@ -229,14 +246,19 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     _open_tab(page, "Pareto")
     change = page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user [+-]\d+\.\d%, tok/s/GPU [+-]\d+\.\d%\.$"))
     expect(change).to_be_visible()
+    # The chart above the point boxes is drawn after its element appears and moves them down:
+    # a list opened before that would be left behind.
+    expect(page.locator("[data-testid=stVegaLiteChart]:visible").locator("canvas, svg").first).to_be_visible(
+        timeout=30_000)
     before = change.inner_text()
-    _open_list(page, page.get_by_role("combobox", name=re.compile("Point B on the front")))
+    point_b = page.get_by_role("combobox", name=re.compile("Point B on the front"))
+    _open_list(page, point_b)
     # A third point on the front if there is one, else A itself ("From A to A: +0.0 %"): which
     # points are on the front depends on the emulated runs' timings, so "the next one" may not exist.
-    point_a, point_b = re.match(r"^From (.+) to (.+): tok/s/user", before).groups()
+    point_a, point_b_now = re.match(r"^From (.+) to (.+): tok/s/user", before).groups()
     options = [text.strip() for text in page.get_by_role("option").all_inner_texts()]
-    other = next((text for text in options if text not in (point_a, point_b)), point_a)
-    page.get_by_role("option", name=other, exact=True).click()
+    other = next((text for text in options if text not in (point_a, point_b_now)), point_a)
+    _choose(page, point_b, other)
     expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before, timeout=30_000)
 
 
