@@ -67,7 +67,9 @@ def export_head(c: Comparison) -> list[str]:
 
 def run_label_of(c: Comparison, run_id: object) -> str:
     """A run of ``c`` as headers and legends name it (:func:`domain.results.analysis.run_label`)."""
-    row = c.summary[c.summary["run_id"] == run_id].iloc[0]
+    # The two columns it reads, not the summary's hundred: a row of them copied per run was
+    # most of a nine-run compare page's headers.
+    row = c.summary.loc[c.summary["run_id"] == run_id, ["run_name", "source"]].iloc[0]
     return analysis.run_label(run_id, row["run_name"], row["source"], c.lang)
 
 
