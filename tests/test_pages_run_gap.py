@@ -42,7 +42,7 @@ def test_a_finished_runs_gap_lists_follow_the_visits_language(app_env: Path) -> 
 def test_a_linked_runs_split_warmed_by_the_server_is_the_one_the_page_shows(
         app_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """scripts/page_warmup.py calls warm_run with a run link's query when the page's HTML is
-    asked for: the page's first run then computes neither the split nor its lists anew; a
+    asked for: the page's first run then computes none of the split, its lists and its chart anew; a
     link the page reads otherwise, or a run with no split to show, computes nothing."""
     store = Store(app_env)
     synthetic.fill(store, runs=1, points_per_run=8)
@@ -51,9 +51,10 @@ def test_a_linked_runs_split_warmed_by_the_server_is_the_one_the_page_shows(
     computed: list[str] = []
     monkeypatch.setattr(run_gaps, "explained_run", counted(run_gaps.explained_run, "split", computed))
     monkeypatch.setattr(run_gaps, "gap_list", counted(run_gaps.gap_list, "list", computed))
+    monkeypatch.setattr(run_gaps, "scaling_gap_chart", counted(run_gaps.scaling_gap_chart, "chart", computed))
     run_gaps.warm_run({"run": [str(run.id)], "lang": ["ja"]})
     warmed = list(computed)
-    assert warmed[0] == "split" and set(warmed[1:]) == {"list"}
+    assert warmed[0] == "split" and set(warmed[1:]) == {"list", "chart"} and warmed.count("chart") == 1
     japanese = _gap_lists(run.id, "ja")
     assert japanese and all("線形なら" in text for text in japanese)
     assert computed == warmed  # the page found both cached
