@@ -23,8 +23,13 @@ fresh, as before).  What stays true:
   commits and then ``CHECKPOINT``s before the connection is kept (as a close would), so a
   WAL found under the lock still means a process died inside an access
   (``db/recovery.py``), and a file copy under the lock is complete (``db/backup.py``).
+  One exception, for milliseconds: when a read the holder serves (below) holds DuckDB's
+  checkpoint off, the holder's watcher makes it as soon as that read ends
+  (``_checkpoint_after_commit``); a close, and so any hand-over, checkpoints too.
 - Within one process, accesses still run one at a time (``_Holder.mutex``), as the file
-  lock made them before: no transaction ever meets another in DuckDB.
+  lock made them before: no transaction ever meets another in DuckDB.  The one exception
+  is a serving holder's reads for other processes (``connect(..., reading=True)``), each
+  in a read-only transaction of its own, which meets no write (db/serving.py).
 - A process that never calls ``keep_open`` (tests, tools, the CLI) behaves exactly as
   before: open, do, close.
 
@@ -182,16 +187,24 @@ class _Holder:
         self.last_used = 0.0
         self.watching = False
         self.server: serving.Server | None = None
+        # A commit whose checkpoint a served read held off: the watcher checkpoints it.
+        self.checkpoint_due = False
 
     def serve(self) -> None:
         """Start serving others on the connection just opened (the caller has ``mutex``)."""
         server = serving.Server(self.db_path, self.mutex, lambda: self._served_connection(server),
-                                self._after_served_access)
+                                self._after_served_access, touched=self._after_served_read)
         if server.start():
             self.server = server
 
     def _served_connection(self, server: serving.Server) -> duckdb.DuckDBPyConnection | None:
         return self.con if self.server is server else None
+
+    def _after_served_read(self) -> None:
+        """A read served beside the turn used the connection: it counts as use for the idle
+        limit.  Only the time is set (the watcher, running while the connection is kept,
+        lets go when someone waits)."""
+        self.last_used = time.monotonic()
 
     def _after_served_access(self, broken: bool) -> None:
         if broken or _someone_waiting(self.db_path):
@@ -207,9 +220,10 @@ class _Holder:
         if self.con is None:
             return
         try:
-            self.con.close()
+            self.con.close()  # which checkpoints, the reads on it having ended (Server.stop)
         finally:
             self.con = None
+            self.checkpoint_due = False
             self.lock.release()
 
     def keep(self) -> None:
@@ -230,6 +244,8 @@ class _Holder:
                     _someone_waiting(self.db_path) or time.monotonic() - self.last_used >= idle_limit_s
                 ):
                     self.let_go()
+                if self.con is not None and self.checkpoint_due:
+                    self.checkpoint_due = not _try_checkpoint(self.con)
                 if self.con is None:
                     self.watching = False
                     return
@@ -265,11 +281,13 @@ def release_kept() -> None:
 
 @contextmanager
 def connect(
-    db_path: Path, *, lock_timeout_s: float, read_only: bool = False, writer: bool = False
+    db_path: Path, *, lock_timeout_s: float, read_only: bool = False, writer: bool = False, reading: bool = False
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection for the ``with`` block, under the cross-process lock (kept
     afterwards if ``keep_open`` is on, see the module's docstring).  ``writer=True``
-    (transactions) gets precedence over readers waiting at the same time."""
+    (transactions) gets precedence over readers waiting at the same time.  ``reading``:
+    the block only reads; a serving holder runs it beside its own accesses, in one
+    read-only snapshot (db/serving.py), and a write in it fails."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
     holder = _holder_for(db_path)
@@ -279,7 +297,7 @@ def connect(
         if holder.con is not None and (read_only or _someone_waiting(db_path)):
             holder.let_go()  # a waiting process goes first; a read-only open needs its own handle
         if holder.con is None and not read_only:
-            remote = _join_server(db_path, deadline)
+            remote = _join_server(db_path, deadline, reading=reading)
             if remote is not None:
                 # Duck-typed: the serving holder runs what Store code asks of a cursor.
                 yield from cast(Iterator[duckdb.DuckDBPyConnection], _use_remote(remote))
@@ -317,9 +335,9 @@ def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iter
             holder.keep()
 
 
-def _join_server(db_path: Path, deadline: float) -> socket.socket | None:
+def _join_server(db_path: Path, deadline: float, *, reading: bool) -> socket.socket | None:
     try:
-        return serving.join(db_path, timeout_s=max(0.0, deadline - time.monotonic()))
+        return serving.join(db_path, timeout_s=max(0.0, deadline - time.monotonic()), reading=reading)
     except serving.ServerBusy as exc:
         raise DbBusy(str(exc)) from None
 
@@ -364,4 +382,42 @@ def transaction(db_path: Path, *, lock_timeout_s: float) -> Iterator[duckdb.Duck
         con.execute("COMMIT")
         if _keep_idle_s > 0:
             # What a close would do: a kept connection leaves no WAL behind (db/recovery.py).
-            con.execute("CHECKPOINT")
+            _checkpoint_after_commit(db_path, con)
+
+
+# How long a served client's checkpoint is tried again while a read holds it off (below).
+_CHECKPOINT_RETRY_S = 2.0
+_CHECKPOINT_HELD_OFF = "other write transactions active"
+
+
+def _try_checkpoint(con: duckdb.DuckDBPyConnection) -> bool:
+    """``CHECKPOINT``; False when DuckDB holds it off for a read (db/serving.py: a read
+    served beside the holder that began before the commit keeps DuckDB from checkpointing
+    until it ends: "Cannot CHECKPOINT: there are other write transactions active")."""
+    try:
+        con.execute("CHECKPOINT")
+    except duckdb.TransactionException as exc:
+        if _CHECKPOINT_HELD_OFF not in str(exc):
+            raise
+        return False
+    return True
+
+
+def _checkpoint_after_commit(db_path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """The checkpoint a kept connection makes after each commit.  Held off by a read the
+    holder serves, the holder's own commit does not wait for that read: the checkpoint is
+    left to its watcher, which tries again every ``_WATCH_S`` while it keeps the connection
+    (a close checkpoints too).  So a WAL exists only while such a read runs (milliseconds);
+    should the holder die then, the next start recovers it as any leftover
+    (db/recovery.py: the WAL is copied aside and replayed, the committed rows kept).  A
+    client whose write the holder serves cannot leave it to anyone: it tries again for up to
+    ``_CHECKPOINT_RETRY_S``, then raises DuckDB's error as before."""
+    if isinstance(con, serving.RemoteCursor):
+        deadline = time.monotonic() + _CHECKPOINT_RETRY_S
+        while not _try_checkpoint(con):
+            if time.monotonic() >= deadline:
+                con.execute("CHECKPOINT")  # raises DuckDB's error
+            time.sleep(_POLL_MIN_S)
+        return
+    if not _try_checkpoint(con):
+        _holder_for(db_path).checkpoint_due = True

@@ -15,6 +15,14 @@ What stays true (``db/connection.py`` keeps the rest):
   in-process turn from its first statement to its end, so a transaction sent here is as
   isolated as a local one, and a client that vanishes mid-access has its open
   transaction rolled back.
+- Except a read (``join(..., reading=True)``: the Store's reads, ``db/store.py``
+  ``_read``): it runs beside the turn, in a read-only transaction of its own on a cursor of
+  the holder's connection.  DuckDB gives it one snapshot for the whole access (what was
+  committed when it began) and refuses any write in it; its queries run while the holder
+  writes and checkpoints (DuckDB leaves the GIL while it executes).  So a runner's write
+  never waits for a page's read, which was the tail of the write latency
+  (``bench/db_lock.py``).  The holder closes its connection only once the reads running on
+  it have ended (``Server.stop``).
 - The holder stops serving before it lets the lock go; a client that finds no server, or
   a server that has just let go, takes the lock itself as before.
 - Only a peer of the same user is spoken to, on either side (``SO_PEERCRED``): messages
@@ -110,12 +118,14 @@ class Server:
 
     def __init__(self, db_path: Path, mutex: threading.Lock,
                  connection: Callable[[], duckdb.DuckDBPyConnection | None],
-                 done: Callable[[bool], None]) -> None:
+                 done: Callable[[bool], None], touched: Callable[[], None] = lambda: None) -> None:
         self.address = address_for(db_path)
         self.mutex = mutex
         self.connection = connection
         self.done = done
+        self.touched = touched  # after a read that went well: the holder's connection was used
         self._listener: socket.socket | None = None
+        self._reads = _Reads()
 
     def start(self) -> bool:
         """Listen; False if the address is taken (another process serves this file)."""
@@ -131,15 +141,16 @@ class Server:
         return True
 
     def stop(self) -> None:
-        """Stop taking clients (those already queued for the turn are told to go)."""
+        """Stop taking clients (those already queued for the turn are told to go), and
+        return once no read runs on the holder's connection: the holder closes it next."""
         listener, self._listener = self._listener, None
-        if listener is None:
-            return
-        try:
-            listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
-        except OSError:
-            pass
-        listener.close()
+        if listener is not None:
+            try:
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            except OSError:
+                pass
+            listener.close()
+        self._reads.close_and_wait()
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -154,9 +165,12 @@ class Server:
             try:
                 if not _peer_is_same_user(client):
                     return
-                _kind, asked_s = _receive(client)
+                kind, asked_s = _receive(client)
                 timeout_s = max(0.0, float(asked_s))  # a negative timeout would wait for ever
             except (*_WIRE_ERRORS, ValueError, TypeError):
+                return
+            if kind == "read":
+                self._serve_read(client)
                 return
             if not self.mutex.acquire(timeout=timeout_s):
                 _send_quietly(client, ("busy",))
@@ -171,12 +185,34 @@ class Server:
             finally:
                 self.mutex.release()
 
-    def _run_access(self, client: socket.socket, con: duckdb.DuckDBPyConnection) -> bool:
+    def _serve_read(self, client: socket.socket) -> None:
+        """A read access, beside the turn (module docstring); "gone" once the holder stops."""
+        if not self._reads.enter():
+            _send_quietly(client, ("gone",))
+            return
+        try:
+            con = self.connection()
+            if con is None:
+                _send_quietly(client, ("gone",))
+                return
+            broken = self._run_access(client, con, read_only=True)
+        finally:
+            self._reads.leave()
+        if broken:  # as after any access that spoilt the connection, in the turn: it is closed
+            with self.mutex:
+                self.done(True)
+        else:
+            self.touched()
+
+    def _run_access(self, client: socket.socket, con: duckdb.DuckDBPyConnection, *, read_only: bool = False) -> bool:
         """Answer "ok", then run the client's statements until it ends the access.  Return
-        whether DuckDB may have spoilt the connection."""
+        whether DuckDB may have spoilt the connection.  ``read_only``: all of them in one
+        read-only transaction, rolled back at the end (it can hold nothing else)."""
         cursor = con.cursor()
         broken = ended = False
         try:
+            if read_only:
+                cursor.execute("BEGIN TRANSACTION READ ONLY")
             _send(client, ("ok",))
             while True:
                 message = _receive(client)
@@ -189,7 +225,7 @@ class Server:
         except _WIRE_ERRORS:
             pass  # the client went away mid-access: what it left open is rolled back below
         finally:
-            if not ended and not broken:
+            if read_only or (not ended and not broken):
                 _roll_back_quietly(cursor)
             cursor.close()
         return broken
@@ -222,6 +258,33 @@ def _send_quietly(client: socket.socket, message: object) -> None:
         _send(client, message)
     except OSError:
         pass
+
+
+class _Reads:
+    """The reads running on the holder's connection, counted so that the holder closes it
+    only after the last one; once closed, no read begins."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._closed = False
+
+    def enter(self) -> bool:
+        with self._changed:
+            if self._closed:
+                return False
+            self._running += 1
+            return True
+
+    def leave(self) -> None:
+        with self._changed:
+            self._running -= 1
+            self._changed.notify_all()
+
+    def close_and_wait(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.wait_for(lambda: self._running == 0)
 
 
 class RemoteCursor:
@@ -263,17 +326,18 @@ class RemoteCursor:
         return rows
 
 
-def join(db_path: Path, *, timeout_s: float) -> socket.socket | None:
+def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> socket.socket | None:
     """Begin an access at the serving holder of ``db_path``: the connected socket once the
     holder gave us its turn, or None when nobody serves (or the holder has just stopped).
-    Raises ``ServerBusy`` when the turn stayed taken for ``timeout_s``."""
+    Raises ``ServerBusy`` when the turn stayed taken for ``timeout_s``.  ``reading``: an
+    access that only reads, run beside the turn (module docstring)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(address_for(db_path))
         if not _peer_is_same_user(sock):
             raise ConnectionError("the DB's address is held by another user")
         sock.settimeout(timeout_s + _ANSWER_GRACE_S)
-        _send(sock, ("begin", timeout_s))
+        _send(sock, ("read" if reading else "begin", timeout_s))
         answer = _receive(sock)[0]
     except _WIRE_ERRORS:
         sock.close()

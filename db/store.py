@@ -153,7 +153,8 @@ class Store:
         return transaction(self.db_path, lock_timeout_s=self.lock_timeout_s)
 
     def _read(self) -> Any:
-        return connect(self.db_path, lock_timeout_s=self.lock_timeout_s)
+        """An access that only reads (beside a serving holder's writes: db/serving.py)."""
+        return connect(self.db_path, lock_timeout_s=self.lock_timeout_s, reading=True)
 
     def migrate(self) -> list[int]:
         return migrate(self.db_path, lock_timeout_s=self.lock_timeout_s)

@@ -2,7 +2,9 @@
 accesses on its own connection, with real DuckDB files and real processes: the client's
 reads and writes land without the file changing hands, a transaction is as atomic as a
 local one (a client killed inside one leaves nothing), DuckDB's errors arrive as
-themselves, and a process that waits for the lock itself still gets the file."""
+themselves, and a process that waits for the lock itself still gets the file.  A read
+access runs beside the holder's writes, in one read-only snapshot, and the holder closes
+its connection only after the reads on it have ended."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +26,7 @@ from tests.support.actors import admin
 from tests.support.line_peer import LinePeer
 
 # The holder: keeps and serves, and answers one line (JSON) per command from stdin:
-# "write X" audits X itself, "state" says whether it holds and serves, and which
+# "write X" audits X itself, "beat" updates its runner's row, "state" says whether it holds and serves, and which
 # connection it holds (the same id means the file never changed hands).
 _HOLDER = """
 import json, sys
@@ -35,6 +39,11 @@ for line in sys.stdin:
     command, _, arg = line.strip().partition(" ")
     if command == "write":
         store.audit("holder", arg, None, {})
+    if command == "beat":  # an update, as a runner's heartbeat is
+        if not store.list_runners():
+            store.register_runner("r", host="h", gpu_type="H200", gpu_count=8, sglang_version=None,
+                                  healthy=True, unhealthy_reason=None, info={})
+        store.runner_heartbeat("r", healthy=True, unhealthy_reason=None)
     holder = connection._holder_for(db)
     with holder.mutex:
         state = {"holds": holder.con is not None, "serves": holder.server is not None,
@@ -136,3 +145,94 @@ def test_each_file_has_its_own_address(tmp_path: Path) -> None:
     assert serving.address_for(one) != serving.address_for(other)
     assert serving.address_for(one) == serving.address_for(tmp_path / "." / "a.duckdb")
     assert serving.address_for(one).startswith(b"\0")  # abstract: no file left behind
+
+
+_COUNT = "SELECT count(*) FROM audit_log"
+
+
+def test_a_read_runs_beside_the_holders_writes_in_the_snapshot_it_began_with(
+        store: Store, db_path: Path, holder: Holder) -> None:
+    """The Store's reads (``reading=True``) do not take the holder's turn: the holder writes
+    while one is open (before, its write waited for the read to end), and the read sees
+    what was committed when it began, for all of its statements."""
+    with connection.connect(db_path, lock_timeout_s=5, reading=True) as con:
+        assert con.execute(_COUNT).fetchone() == (1,)
+        assert holder.ask("write during")["holds"]  # answered while our access is open
+        assert con.execute(_COUNT).fetchone() == (1,)  # our snapshot, not the holder's new row
+    assert _actions(store) == ["during", "first"]  # a new access sees it
+    assert connection._holder_for(db_path).con is None  # served: this process never opened the file
+    # Our read held the holder's checkpoint off; its watcher has made it since: no WAL is kept.
+    wal = db_path.with_name(db_path.name + ".wal")
+    deadline = time.monotonic() + 5
+    while wal.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not wal.exists()
+
+
+def test_a_write_in_a_read_access_is_refused_and_leaves_nothing(store: Store, db_path: Path, holder: Holder) -> None:
+    before = holder.ask("state")
+    with pytest.raises(duckdb.TransactionException, match="read-only"):
+        with connection.connect(db_path, lock_timeout_s=5, reading=True) as con:
+            con.execute("CREATE TABLE written_by_a_read (i INTEGER)")
+    assert "written_by_a_read" not in store.table_names()
+    assert holder.ask("state") == before  # and it serves on, on the same connection
+
+
+_WAITER = """
+import sys
+from pathlib import Path
+from db import connection
+with connection.connect(Path(sys.argv[1]), lock_timeout_s=30, read_only=True) as con:
+    print(con.execute("SELECT count(*) FROM audit_log").fetchone()[0], flush=True)
+"""
+
+
+def test_the_holder_closes_its_connection_only_after_the_reads_on_it_end(
+        store: Store, db_path: Path, holder: Holder) -> None:
+    """A process that needs the file itself makes the holder let go, but not under a read
+    it is serving: the read finishes on the open connection, then the file changes hands."""
+    with connection.connect(db_path, lock_timeout_s=5, reading=True) as con:
+        assert con.execute(_COUNT).fetchone() == (1,)
+        waiter = subprocess.Popen([sys.executable, "-c", _WAITER, str(db_path)], cwd=ROOT,
+                                  stdout=subprocess.PIPE, text=True)
+        time.sleep(1.5)  # the holder has seen the waiter (it looks every 5 ms) and is letting go
+        assert waiter.poll() is None  # the file is still the holder's
+        assert con.execute(_COUNT).fetchone() == (1,)  # and our read still runs on it
+    out, _ = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0 and out.strip() == "1"
+    assert not holder.ask("state")["holds"]
+
+
+def _no_wal_within(db_path: Path, seconds: float) -> bool:
+    wal = db_path.with_name(db_path.name + ".wal")
+    deadline = time.monotonic() + seconds
+    while wal.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not wal.exists()
+
+
+def test_a_write_does_not_wait_for_a_running_read_and_its_checkpoint_follows(
+        store: Store, db_path: Path, holder: Holder) -> None:
+    """A read still scanning the table the holder writes keeps DuckDB from checkpointing
+    that write; the holder does not wait for it (db/connection.py ``_checkpoint_after_commit``):
+    its write returns while the read runs, the WAL stays only until the read ends."""
+    holder.ask("beat")
+    # Seconds of work over the runners table, whose row the holder's "beat" updates.
+    long_read = "SELECT count(*) FROM runners a, range(300000000) r WHERE length(a.id) + r.range < 0"
+    done: dict[str, object] = {}
+
+    def read() -> None:
+        with connection.connect(db_path, lock_timeout_s=5, reading=True) as con:
+            done["rows"] = con.execute(long_read).fetchone()
+
+    reading = threading.Thread(target=read)
+    reading.start()
+    time.sleep(0.5)  # the query is running
+    assert reading.is_alive()
+    assert holder.ask("beat")["holds"]
+    still_reading = reading.is_alive()
+    wal_kept = db_path.with_name(db_path.name + ".wal").exists()
+    reading.join(timeout=120)
+    assert still_reading and wal_kept  # the write returned first, its checkpoint left for later
+    assert done["rows"] == (0,)
+    assert _no_wal_within(db_path, 5)  # made by the holder's watcher once the read ended
