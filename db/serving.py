@@ -176,12 +176,9 @@ class Server:
                 _send_quietly(client, ("busy",))
                 return
             try:
-                con = self.connection()
-                if con is None:
-                    _send_quietly(client, ("gone",))
-                    return
-                broken = self._run_access(client, con)
-                self.done(broken)
+                broken = self._access(client, read_only=False)
+                if broken is not None:
+                    self.done(broken)
             finally:
                 self.mutex.release()
 
@@ -191,18 +188,23 @@ class Server:
             _send_quietly(client, ("gone",))
             return
         try:
-            con = self.connection()
-            if con is None:
-                _send_quietly(client, ("gone",))
-                return
-            broken = self._run_access(client, con, read_only=True)
+            broken = self._access(client, read_only=True)
         finally:
             self._reads.leave()
         if broken:  # as after any access that spoilt the connection, in the turn: it is closed
             with self.mutex:
                 self.done(True)
-        else:
+        elif broken is not None:
             self.touched()
+
+    def _access(self, client: socket.socket, *, read_only: bool) -> bool | None:
+        """The access on the holder's connection (:meth:`_run_access`), or "gone" and None
+        when the holder no longer has one."""
+        con = self.connection()
+        if con is None:
+            _send_quietly(client, ("gone",))
+            return None
+        return self._run_access(client, con, read_only=read_only)
 
     def _run_access(self, client: socket.socket, con: duckdb.DuckDBPyConnection, *, read_only: bool = False) -> bool:
         """Answer "ok", then run the client's statements until it ends the access.  Return
