@@ -245,12 +245,28 @@ class _Holder:
                 ):
                     self.let_go()
                 if self.con is not None and self.checkpoint_due:
-                    self.checkpoint_due = not _try_checkpoint(self.con)
+                    self._checkpoint_held_off()
                 if self.con is None:
                     self.watching = False
                     return
             finally:
                 self.mutex.release()
+
+
+    def _checkpoint_held_off(self) -> None:
+        """The checkpoint a served read held off (``_checkpoint_after_commit``), tried again
+        (the caller has ``mutex``).  Should DuckDB fail it for another reason (a full disk),
+        the connection is not trusted, as after a failed access: it is closed, and the
+        watcher lives on (it would otherwise die with the error, and nobody would let go for
+        a waiting process while the connection sits unused)."""
+        assert self.con is not None  # noqa: S101 - the caller checked
+        try:
+            self.checkpoint_due = not _try_checkpoint(self.con)
+        except duckdb.Error:
+            try:
+                self.let_go()
+            except duckdb.Error:
+                pass  # closed all the same (let_go's finally); a WAL left is db/recovery.py's
 
 
 _holders: dict[Path, _Holder] = {}

@@ -5,9 +5,10 @@ state older than the last commit, and it leaves no WAL behind."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from db import Store, connection
@@ -115,3 +116,48 @@ def test_an_error_inside_an_access_drops_the_kept_connection(kept: Store, db_pat
     holder = connection._holder_for(db_path)
     assert holder.con is None and not holder.lock.is_locked
     assert _actions(kept) == ["x"]  # and the next access opens afresh
+
+
+def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+def _held_off_once(then: Callable[[duckdb.DuckDBPyConnection], bool]) -> Callable[[duckdb.DuckDBPyConnection], bool]:
+    """A stand-in for ``connection._try_checkpoint``: the commit's own try is held off (as
+    by a read the holder serves, db/serving.py), every later one is ``then``'s."""
+    tries: list[int] = []
+
+    def attempt(con: duckdb.DuckDBPyConnection) -> bool:
+        tries.append(1)
+        return False if len(tries) == 1 else then(con)
+    return attempt
+
+
+def test_a_checkpoint_held_off_is_made_by_the_watcher(
+        kept: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection, "_try_checkpoint", _held_off_once(connection._try_checkpoint))
+    kept.audit("me", "x", None, {})  # returns without waiting for the checkpoint
+    holder = connection._holder_for(db_path)
+    assert _until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
+    assert holder.con is not None  # kept, with nothing left in a WAL
+    assert _actions(kept) == ["x"]
+
+
+def test_a_held_off_checkpoint_that_then_fails_closes_the_connection(
+        kept: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failing for another reason (a full disk), the watcher's try drops the connection as a
+    failed access does, and the watcher ends cleanly: the next access keeps afresh."""
+    def disk_full(con: duckdb.DuckDBPyConnection) -> bool:
+        raise duckdb.IOException("No space left on device")
+
+    monkeypatch.setattr(connection, "_try_checkpoint", _held_off_once(disk_full))
+    kept.audit("me", "x", None, {})
+    holder = connection._holder_for(db_path)
+    assert _until(lambda: holder.con is None and not holder.watching)
+    assert not holder.lock.is_locked and not holder.checkpoint_due
+    monkeypatch.undo()
+    assert _actions(kept) == ["x"]  # committed before the checkpoint: replayed from the WAL on open
+    assert holder.con is not None and holder.watching  # kept again, watched again
