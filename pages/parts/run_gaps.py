@@ -59,9 +59,10 @@ def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
 def warm_run(query: Mapping[str, list[str]]) -> None:
     """What the run page computes first for a fresh session opened on ``/run?run=N`` (and
     ``lang``), with the same keys: the split, its lists and its chart of the run's latest
-    attempt, when it has succeeded (the page shows them for no other).  Called by the server when it sends the
-    page's HTML (scripts/page_warmup.py).  The run and its attempts are read as the page
-    reads them, so a run that changed since is keyed as the page will key it."""
+    attempt, when it has succeeded (the page shows them for no other).  Called by the
+    server when it sends the page's HTML (scripts/page_warmup.py).  The run and its
+    attempts are read as the page reads them, so a run that changed since is keyed as the
+    page will key it."""
     text = next(iter(query.get("run", [])), "")
     if not text.isdigit():  # as the page reads it (pages/run.py _run_id)
         return
