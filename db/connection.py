@@ -19,13 +19,14 @@ fresh, as before).  What stays true:
 - Only the lock holder has the file open, as before, so a kept connection never reads a
   stale state: nobody else can have written while it was kept, and after a hand-over the
   next access opens the file again.
-- A kept connection never holds uncommitted or un-checkpointed work: a transaction
-  commits and then ``CHECKPOINT``s before the connection is kept (as a close would), so a
-  WAL found under the lock still means a process died inside an access
-  (``db/recovery.py``), and a file copy under the lock is complete (``db/backup.py``).
-  One exception, for milliseconds: when a read the holder serves (below) holds DuckDB's
-  checkpoint off, the holder's watcher makes it as soon as that read ends
-  (``_checkpoint_after_commit``); a close, and so any hand-over, checkpoints too.
+- A kept connection never holds uncommitted work, and its commits are checkpointed
+  (what a close does) by its watcher as soon as it has been unused for
+  ``_CHECKPOINT_IDLE_S``, not inside the commit's access: the checkpoint (its writes and
+  fsync) was the tail of a runner's write latency, and a burst of commits shares one.  A
+  close, and so any hand-over, checkpoints too.  So a WAL found under the lock means a
+  process died inside an access or within milliseconds after one (``db/recovery.py``),
+  and a file copy under the lock is complete (``db/backup.py``: the holder lets go, which
+  checkpoints, before anyone else takes the lock).
 - Within one process, accesses still run one at a time (``_Holder.mutex``), as the file
   lock made them before: no transaction ever meets another in DuckDB.  The one exception
   is a serving holder's reads for other processes (``connect(..., reading=True)``), each
@@ -36,21 +37,23 @@ fresh, as before).  What stays true:
 **Serving the others** (``keep_open(idle_s, serve=True)``: the runner daemon).  While it
 holds the lock, such a process also runs other processes' accesses on its connection,
 over a local socket (``db/serving.py``), and keeps the file for ``SERVE_IDLE_S`` unused
-instead of ``idle_s``.  Every process tries that socket before it waits for the lock, so
-beside a serving runner nobody opens the file and nobody waits for a hand-over.  A
-process waiting for the lock itself (a read-only open, a backup, a tool) still makes it
-let go at once, and it stops serving first.
+instead of ``idle_s``.  Every process tries that socket before it waits for the lock and
+again between its polls of the lock, so beside a serving runner nobody opens the file and
+nobody waits for a hand-over, even a process that began to wait before the runner took the
+file.  A process waiting for the lock itself (a read-only open, a backup, a tool) still
+makes it let go, ``_SERVED_WAITER_GRACE_S`` later, and it stops serving first.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
@@ -106,9 +109,13 @@ def _someone_waiting(db_path: Path) -> bool:
 
 
 def _acquire(
-    lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool, waiting: Path | None = None
-) -> None:
-    """Poll the lock with jitter until ``timeout_s``.  The file lock is not fair: readers
+    lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool, waiting: Path | None = None,
+    join: Callable[[], socket.socket | None] | None = None,
+) -> socket.socket | None:
+    """Poll the lock with jitter until ``timeout_s``; None once we hold it.  ``join``: tried
+    before each poll, an access at a serving holder (``db/serving.py``); its socket is
+    returned as soon as one is given, without the lock: a holder that starts serving while
+    we wait serves us, instead of letting go for us (``_Holder.someone_waiting``).  The file lock is not fair: readers
     polling in a loop can starve a writer.  So a waiting writer keeps a marker file fresh,
     and readers let a fresh marker's writer go first (within their own timeout).  Any
     waiter also keeps ``waiting`` fresh, so that a process keeping its connection lets go.
@@ -119,6 +126,8 @@ def _acquire(
     polite = waiting is not None and _writer_is_waiting(waiting)
     try:
         while True:
+            if join is not None and (joined := join()) is not None:
+                return joined
             if writer:
                 marker.touch()
             if waiting is not None:
@@ -128,7 +137,7 @@ def _acquire(
             elif writer or not _writer_is_waiting(marker):
                 try:
                     lock.acquire(timeout=0)
-                    return
+                    return None
                 except filelock.Timeout:
                     pass
             if time.monotonic() >= deadline:
@@ -154,6 +163,10 @@ KEEP_IDLE_S = 0.5
 _keep_idle_s = 0.0
 # Whether this process serves others' accesses while it holds the lock (keep_open).
 _serve = False
+# How long a serving holder lets a waiter's mark stay fresh before it lets go for it
+# (_Holder.someone_waiting): a process that can be served joins it within a poll of the lock
+# (_acquire) and ends its wait; one that needs the file itself (a backup) waits this longer.
+_SERVED_WAITER_GRACE_S = 0.25
 # How long a serving holder keeps the file unused.  Longer than the runner's quietest
 # stretch between writes (a point a second, heartbeats, the queue poll), so that beside
 # a busy app the file does not change hands every second.
@@ -187,8 +200,27 @@ class _Holder:
         self.last_used = 0.0
         self.watching = False
         self.server: serving.Server | None = None
-        # A commit whose checkpoint a served read held off: the watcher checkpoints it.
+        # Since when a waiter's mark has been fresh while we serve (someone_waiting).
+        self.waiter_since: float | None = None
+        # Commits not checkpointed yet: the watcher checkpoints them once the connection
+        # has been unused for _CHECKPOINT_IDLE_S (the module's docstring).
         self.checkpoint_due = False
+
+    def someone_waiting(self) -> bool:
+        """Whether another process waits for the file, so that we let go (the caller has
+        ``mutex``).  Serving, we give a waiter ``_SERVED_WAITER_GRACE_S`` to be served
+        instead (``_acquire`` tries our socket between its polls): beside an app whose
+        accesses were waiting for the lock when we began to serve, letting go for them
+        made the file change hands after each of our writes, each costing an open."""
+        if not _someone_waiting(self.db_path):
+            self.waiter_since = None
+            return False
+        if self.server is None:
+            return True
+        now = time.monotonic()
+        if self.waiter_since is None:
+            self.waiter_since = now
+        return now - self.waiter_since >= _SERVED_WAITER_GRACE_S
 
     def serve(self) -> None:
         """Start serving others on the connection just opened (the caller has ``mutex``)."""
@@ -207,9 +239,10 @@ class _Holder:
         self.last_used = time.monotonic()
 
     def _after_served_access(self, broken: bool) -> None:
-        if broken or _someone_waiting(self.db_path):
+        if broken or self.someone_waiting():
             self.let_go()
         else:
+            self.checkpoint_due = True  # a served access may have committed (we cannot tell)
             self.keep()
 
     def let_go(self) -> None:
@@ -241,11 +274,12 @@ class _Holder:
             try:
                 idle_limit_s = _keep_idle_s if self.server is None else max(_keep_idle_s, SERVE_IDLE_S)
                 if self.con is not None and (
-                    _someone_waiting(self.db_path) or time.monotonic() - self.last_used >= idle_limit_s
+                    self.someone_waiting() or time.monotonic() - self.last_used >= idle_limit_s
                 ):
                     self.let_go()
-                if self.con is not None and self.checkpoint_due:
-                    self._checkpoint_held_off()
+                if (self.con is not None and self.checkpoint_due
+                        and time.monotonic() - self.last_used >= _CHECKPOINT_IDLE_S):
+                    self._checkpoint()
                 if self.con is None:
                     self.watching = False
                     return
@@ -253,12 +287,13 @@ class _Holder:
                 self.mutex.release()
 
 
-    def _checkpoint_held_off(self) -> None:
-        """The checkpoint a served read held off (``_checkpoint_after_commit``), tried again
-        (the caller has ``mutex``).  Should DuckDB fail it for another reason (a full disk),
-        the connection is not trusted, as after a failed access: it is closed, and the
-        watcher lives on (it would otherwise die with the error, and nobody would let go for
-        a waiting process while the connection sits unused)."""
+    def _checkpoint(self) -> None:
+        """Checkpoint the commits made since the last one (the caller has ``mutex``); held
+        off by a read the holder serves, it is tried again on the next watch
+        (``_try_checkpoint``).  Should DuckDB fail it for another reason (a full disk), the
+        connection is not trusted, as after a failed access: it is closed, and the watcher
+        lives on (it would otherwise die with the error, and nobody would let go for a
+        waiting process while the connection sits unused)."""
         assert self.con is not None  # noqa: S101 - the caller checked
         try:
             self.checkpoint_due = not _try_checkpoint(self.con)
@@ -310,17 +345,18 @@ def connect(
     if not holder.mutex.acquire(timeout=lock_timeout_s):
         raise DbBusy(f"database busy for {lock_timeout_s:.1f}s (another access of this process)")
     try:
-        if holder.con is not None and (read_only or _someone_waiting(db_path)):
+        if holder.con is not None and (read_only or holder.someone_waiting()):
             holder.let_go()  # a waiting process goes first; a read-only open needs its own handle
-        if holder.con is None and not read_only:
-            remote = _join_server(db_path, deadline, reading=reading)
+        if holder.con is None:
+            # A serving holder runs the access (tried before each poll of the lock, so also
+            # one that begins to serve while we wait), or we take the lock ourselves.
+            join = None if read_only else functools.partial(_join_server, db_path, deadline, reading=reading)
+            remote = _acquire(holder.lock, max(0.0, deadline - time.monotonic()), marker=writer_waiting_path(db_path),
+                              writer=writer, waiting=waiting_path(db_path), join=join)
             if remote is not None:
                 # Duck-typed: the serving holder runs what Store code asks of a cursor.
                 yield from cast(Iterator[duckdb.DuckDBPyConnection], _use_remote(remote))
                 return
-        if holder.con is None:
-            _acquire(holder.lock, max(0.0, deadline - time.monotonic()), marker=writer_waiting_path(db_path),
-                     writer=writer, waiting=waiting_path(db_path))
             try:
                 holder.con = _open(db_path, lock_timeout_s=max(0.0, deadline - time.monotonic()),
                                    read_only=read_only)
@@ -345,7 +381,7 @@ def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iter
         failed = False
     finally:
         cursor.close()
-        if failed or not keep or _someone_waiting(holder.db_path):
+        if failed or not keep or holder.someone_waiting():
             holder.let_go()
         else:
             holder.keep()
@@ -396,13 +432,16 @@ def transaction(db_path: Path, *, lock_timeout_s: float) -> Iterator[duckdb.Duck
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
-        if _keep_idle_s > 0:
-            # What a close would do: a kept connection leaves no WAL behind (db/recovery.py).
-            _checkpoint_after_commit(db_path, con)
+        if _keep_idle_s > 0 and not isinstance(con, serving.RemoteCursor):
+            # Kept: the watcher checkpoints it, as a close would (the module's docstring).  A
+            # served access is the serving holder's to checkpoint (_Holder._after_served_access).
+            _holder_for(db_path).checkpoint_due = True
 
 
-# How long a served client's checkpoint is tried again while a read holds it off (below).
-_CHECKPOINT_RETRY_S = 2.0
+# How long a kept connection sits unused before its watcher checkpoints its commits: longer
+# than the gaps inside a burst of writes (the runner's point, then its heartbeats: one
+# checkpoint for the burst), short enough that a WAL is left for moments only.
+_CHECKPOINT_IDLE_S = 0.02
 _CHECKPOINT_HELD_OFF = "other write transactions active"
 
 
@@ -418,22 +457,3 @@ def _try_checkpoint(con: duckdb.DuckDBPyConnection) -> bool:
         return False
     return True
 
-
-def _checkpoint_after_commit(db_path: Path, con: duckdb.DuckDBPyConnection) -> None:
-    """The checkpoint a kept connection makes after each commit.  Held off by a read the
-    holder serves, the holder's own commit does not wait for that read: the checkpoint is
-    left to its watcher, which tries again every ``_WATCH_S`` while it keeps the connection
-    (a close checkpoints too).  So a WAL exists only while such a read runs (milliseconds);
-    should the holder die then, the next start recovers it as any leftover
-    (db/recovery.py: the WAL is copied aside and replayed, the committed rows kept).  A
-    client whose write the holder serves cannot leave it to anyone: it tries again for up to
-    ``_CHECKPOINT_RETRY_S``, then raises DuckDB's error as before."""
-    if isinstance(con, serving.RemoteCursor):
-        deadline = time.monotonic() + _CHECKPOINT_RETRY_S
-        while not _try_checkpoint(con):
-            if time.monotonic() >= deadline:
-                con.execute("CHECKPOINT")  # raises DuckDB's error
-            time.sleep(_POLL_MIN_S)
-        return
-    if not _try_checkpoint(con):
-        _holder_for(db_path).checkpoint_due = True

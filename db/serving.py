@@ -24,7 +24,8 @@ What stays true (``db/connection.py`` keeps the rest):
   (``bench/db_lock.py``).  The holder closes its connection only once the reads running on
   it have ended (``Server.stop``).
 - The holder stops serving before it lets the lock go; a client that finds no server, or
-  a server that has just let go, takes the lock itself as before.
+  a server that has just let go, takes the lock itself as before (trying the socket again
+  between its polls of the lock: db/connection.py ``_acquire``).
 - Only a peer of the same user is spoken to, on either side (``SO_PEERCRED``): messages
   are pickles, so each side only trusts a process that could write the file anyway.  The
   address is in Linux's abstract namespace (no file to leave behind or to collide on),

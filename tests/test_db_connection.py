@@ -63,7 +63,7 @@ def test_a_kept_connection_holds_the_lock_between_accesses_and_opens_once(kept: 
     assert con is not None and holder.lock.is_locked  # kept after the access
     assert _actions(kept) == ["first"]
     assert holder.con is con  # the next access used it: no second open
-    assert not wal_path_for(db_path).exists()  # the commit was checkpointed before keeping
+    assert _until(lambda: not wal_path_for(db_path).exists())  # its watcher checkpointed the commit
 
 
 def test_reader_sees_the_writers_commit_on_its_next_access_both_keeping(kept: Store, db_path: Path) -> None:
@@ -134,6 +134,29 @@ def _held_off_once(then: Callable[[duckdb.DuckDBPyConnection], bool]) -> Callabl
         tries.append(1)
         return False if len(tries) == 1 else then(con)
     return attempt
+
+
+def test_a_commit_returns_before_its_checkpoint_and_a_burst_shares_one(
+        kept: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoint is not in the write's time: the watcher makes it once the connection
+    has been unused for ``_CHECKPOINT_IDLE_S`` (long here, so that the steps below fit in it)."""
+    checkpoints: list[int] = []
+
+    def counted(con: duckdb.DuckDBPyConnection) -> bool:
+        checkpoints.append(1)
+        return real(con)
+
+    real = connection._try_checkpoint
+    monkeypatch.setattr(connection, "_try_checkpoint", counted)
+    monkeypatch.setattr(connection, "_CHECKPOINT_IDLE_S", 1.0)
+    for i in range(3):
+        kept.audit("me", f"x{i}", None, {})
+    assert checkpoints == [] and wal_path_for(db_path).exists()  # committed, not yet checkpointed
+    holder = connection._holder_for(db_path)
+    assert _until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
+    assert checkpoints == [1]  # one for the three commits
+    assert holder.con is not None  # still kept
+    assert _actions(kept) == ["x0", "x1", "x2"]
 
 
 def test_a_checkpoint_held_off_is_made_by_the_watcher(

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import duckdb
+import filelock
 import pytest
 
 from db import DbBusy, Store, connection, serving
@@ -76,6 +79,7 @@ def _actions(store: Store) -> list[str]:
 def test_a_client_reads_and_writes_on_the_holders_connection(store: Store, db_path: Path, holder: Holder) -> None:
     before = holder.ask("state")
     store.audit("client", "mine", None, {})
+    assert _no_wal_within(db_path, 5)  # the holder checkpointed our commit, as its own
     assert _actions(store) == ["first", "mine"]  # our write, then the holder's and ours, read back
     holder.ask("write theirs")
     assert _actions(store) == ["first", "mine", "theirs"]  # the holder's next commit, at once
@@ -123,6 +127,51 @@ def test_a_process_waiting_for_the_lock_gets_the_file_and_serving_resumes(
     resumed = holder.ask("write again")
     assert resumed["holds"] and resumed["serves"]
     assert _actions(store) == ["again", "by-lock", "first"]
+
+
+def test_a_process_waiting_for_the_lock_is_served_once_a_holder_serves(db_path: Path) -> None:
+    """A waiter tries the serving holder before each poll of the lock (``_acquire``): once
+    one serves, it runs our access, the lock stays its own and our marks are gone (beside
+    a polling app, letting go for waiters that could have been served made the file change
+    hands after each runner write, each hand-over costing an open)."""
+    lock_file = str(connection.lock_path_for(db_path))
+    other = filelock.FileLock(lock_file)
+    other.acquire()  # the file is another process's, which does not serve yet
+    served = cast(socket.socket, object())  # stands for the socket a serving holder answers on
+    joins: list[int] = []
+
+    def join() -> socket.socket | None:
+        joins.append(1)
+        return served if len(joins) == 3 else None
+
+    ours = filelock.FileLock(lock_file)
+    try:
+        got = connection._acquire(ours, 10, marker=connection.writer_waiting_path(db_path), writer=True,
+                                  waiting=connection.waiting_path(db_path), join=join)
+        assert got is served and len(joins) == 3 and not ours.is_locked
+        assert not connection.waiting_path(db_path).exists()
+        assert not connection.writer_waiting_path(db_path).exists()
+    finally:
+        other.release()
+
+
+def test_a_serving_holder_lets_go_for_a_waiter_that_was_not_served_within_the_grace(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiter that can be served joins the holder within a poll; one that waits on needs
+    the file itself (a backup, a read-only open) and gets it ``_SERVED_WAITER_GRACE_S``
+    later (``_Holder.someone_waiting``).  A holder that does not serve lets go at once."""
+    monkeypatch.setattr(connection, "_SERVED_WAITER_GRACE_S", 0.2)
+    holder = connection._Holder(db_path)
+    mark = connection.waiting_path(db_path)
+    mark.touch()
+    assert holder.someone_waiting()  # not serving: at once
+    holder.server = cast(serving.Server, object())  # serving (only whether it is set is read)
+    assert not holder.someone_waiting()  # the waiter may still join us
+    time.sleep(0.25)
+    mark.touch()  # it is still waiting
+    assert holder.someone_waiting()
+    mark.unlink()
+    assert not holder.someone_waiting() and holder.waiter_since is None  # the next waiter's grace starts afresh
 
 
 def test_a_holder_killed_mid_access_is_busy_to_the_client_and_the_next_access_takes_the_file(
@@ -214,8 +263,9 @@ def _no_wal_within(db_path: Path, seconds: float) -> bool:
 def test_a_write_does_not_wait_for_a_running_read_and_its_checkpoint_follows(
         store: Store, db_path: Path, holder: Holder) -> None:
     """A read still scanning the table the holder writes keeps DuckDB from checkpointing
-    that write; the holder does not wait for it (db/connection.py ``_checkpoint_after_commit``):
-    its write returns while the read runs, the WAL stays only until the read ends."""
+    that write; the holder does not wait for it (its watcher checkpoints, db/connection.py
+    ``_Holder._checkpoint``): its write returns while the read runs, the WAL stays only
+    until the read ends."""
     holder.ask("beat")
     # Seconds of work over the runners table, whose row the holder's "beat" updates.
     long_read = "SELECT count(*) FROM runners a, range(300000000) r WHERE length(a.id) + r.range < 0"

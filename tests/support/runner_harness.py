@@ -146,15 +146,16 @@ def squat(port: int) -> socket.socket:
 def stop_outside_db_lock(pid: int, db_path: Path, tries: int = 50) -> None:
     """SIGSTOP ``pid`` at a moment it does not hold the DB file lock (a runner stopped inside
     an access would block every other process until resumed: not the case under test)."""
-    from db.connection import lock_path_for, waiting_path
+    from db.connection import _SERVED_WAITER_GRACE_S, lock_path_for, waiting_path
 
     lock = filelock.FileLock(str(lock_path_for(db_path)))
     for _ in range(tries):
-        # A daemon keeping its connection lets go only for a waiter it can see (db/connection.py):
-        # mark one and give it the hand-over time before stopping it, or it is stopped holding
-        # the lock on most tries while its run goes on between them.
+        # A daemon keeping its connection lets go only for a waiter it can see (db/connection.py),
+        # serving, only for one still waiting after a grace: mark one and give it the grace and
+        # the hand-over time before stopping it, or it is stopped holding the lock on most
+        # tries while its run goes on between them.
         waiting_path(db_path).touch()
-        time.sleep(0.05)
+        time.sleep(_SERVED_WAITER_GRACE_S + 0.05)
         os.kill(pid, signal.SIGSTOP)
         try:
             lock.acquire(timeout=0.5)
