@@ -164,7 +164,8 @@ class WatchStore:
         return transaction(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s)
 
     def _read(self) -> Any:
-        return connect(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s)
+        """An access that only reads (beside a serving holder's writes, as ``Store._read``)."""
+        return connect(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s, reading=True)
 
     # --- people's actions ---------------------------------------------------------------
     def watch_run(self, run_id: int, *, actor: Actor, points: Sequence[WatchedPoint]) -> int:
