@@ -14,18 +14,20 @@ and a page makes several accesses in a row.  A process that opted in keeps the f
 *and* its connection after an access, for at most ``idle_s`` without use, and gives both
 up within ``_WATCH_S`` as soon as another process waits for the lock (every waiter keeps
 ``<db>.waiting`` fresh while it polls; a waiting writer also keeps ``<db>.writer-waiting``
-fresh, as before).  What stays true:
+fresh, as before); a serving holder (below), once the waiter has not been served for
+``_SERVED_WAITER_GRACE_S``.  What stays true:
 
 - Only the lock holder has the file open, as before, so a kept connection never reads a
   stale state: nobody else can have written while it was kept, and after a hand-over the
   next access opens the file again.
 - A kept connection never holds uncommitted work, and its commits are checkpointed
   (what a close does) by its watcher as soon as it has been unused for
-  ``_CHECKPOINT_IDLE_S``, not inside the commit's access: the checkpoint (its writes and
-  fsync) was the tail of a runner's write latency, and a burst of commits shares one.  A
-  close, and so any hand-over, checkpoints too.  So a WAL found under the lock means a
-  process died inside an access or within milliseconds after one (``db/recovery.py``),
-  and a file copy under the lock is complete (``db/backup.py``: the holder lets go, which
+  ``_CHECKPOINT_IDLE_S``, at the latest ``_CHECKPOINT_MAX_DELAY_S`` after the first of
+  them, not inside the commit's access: the checkpoint (its writes and fsync) was the
+  tail of a runner's write latency, and a burst of commits shares one.  A close, and so
+  any hand-over, checkpoints too.  So a WAL found under the lock means a process died
+  inside an access or within a fraction of a second after one (``db/recovery.py``), and a
+  file copy under the lock is complete (``db/backup.py``: the holder lets go, which
   checkpoints, before anyone else takes the lock).
 - Within one process, accesses still run one at a time (``_Holder.mutex``), as the file
   lock made them before: no transaction ever meets another in DuckDB.  The one exception
@@ -112,22 +114,29 @@ def _acquire(
     lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool, waiting: Path | None = None,
     join: Callable[[], socket.socket | None] | None = None,
 ) -> socket.socket | None:
-    """Poll the lock with jitter until ``timeout_s``; None once we hold it.  ``join``: tried
-    before each poll, an access at a serving holder (``db/serving.py``); its socket is
-    returned as soon as one is given, without the lock: a holder that starts serving while
-    we wait serves us, instead of letting go for us (``_Holder.someone_waiting``).  The file lock is not fair: readers
-    polling in a loop can starve a writer.  So a waiting writer keeps a marker file fresh,
-    and readers let a fresh marker's writer go first (within their own timeout).  Any
-    waiter also keeps ``waiting`` fresh, so that a process keeping its connection lets go.
-    A process that finds ``waiting`` fresh before it touched it (someone else waits, maybe
-    since before our last access) skips its first try: a process in a loop of accesses
-    would otherwise take the lock back the instant it let go, and starve the others."""
+    """Poll the lock with jitter until ``timeout_s``; None once we hold it.  The file lock
+    is not fair: readers polling in a loop can starve a writer.  So a waiting writer keeps a
+    marker file fresh, and readers let a fresh marker's writer go first (within their own
+    timeout).  Any waiter also keeps ``waiting`` fresh, so that a process keeping its
+    connection lets go.  A process that finds ``waiting`` fresh before it touched it
+    (someone else waits, maybe since before our last access) skips its first try: a
+    process in a loop of accesses would otherwise take the lock back the instant it let
+    go, and starve the others.
+
+    ``join``: tried before each poll, an access at a serving holder (``db/serving.py``);
+    its socket is returned as soon as one is given, without the lock: a holder that starts
+    serving while we wait serves us, instead of letting go for us
+    (``_Holder.someone_waiting``).  The marks are shared by every waiter: we remove them
+    only if we made them (a client served at once has not; the marks are then another
+    waiter's, say a backup's, which the holder must still see)."""
     deadline = time.monotonic() + timeout_s
     polite = waiting is not None and _writer_is_waiting(waiting)
+    marked = False
     try:
         while True:
             if join is not None and (joined := join()) is not None:
                 return joined
+            marked = True
             if writer:
                 marker.touch()
             if waiting is not None:
@@ -144,9 +153,9 @@ def _acquire(
                 raise DbBusy(f"database busy for {timeout_s:.1f}s (lock {lock.lock_file})") from None
             time.sleep(random.uniform(_POLL_MIN_S, _POLL_MAX_S))  # noqa: S311 - jitter, not crypto
     finally:
-        if writer:
+        if marked and writer:
             marker.unlink(missing_ok=True)
-        if waiting is not None:
+        if marked and waiting is not None:
             waiting.unlink(missing_ok=True)
 
 
@@ -167,6 +176,11 @@ _serve = False
 # (_Holder.someone_waiting): a process that can be served joins it within a poll of the lock
 # (_acquire) and ends its wait; one that needs the file itself (a backup) waits this longer.
 _SERVED_WAITER_GRACE_S = 0.25
+# A waiter's marks may be missing for a moment while it still waits (another waiter that
+# had marked them was served and removed them; a waiter re-marks each poll, within 10 ms):
+# only a longer time without seeing one ends a waiter's grace, and one seen after that is
+# a new waiter with a grace of its own.
+_WAITER_GONE_S = 0.1
 # How long a serving holder keeps the file unused.  Longer than the runner's quietest
 # stretch between writes (a point a second, heartbeats, the queue poll), so that beside
 # a busy app the file does not change hands every second.
@@ -175,7 +189,8 @@ SERVE_IDLE_S = 30.0
 
 def keep_open(idle_s: float, *, serve: bool = False) -> None:
     """From now on, this process keeps its connection (and the lock) between accesses for
-    at most ``idle_s`` unused, and lets go at once when another process waits.  0: close
+    at most ``idle_s`` unused, and lets go at once when another process waits (serving,
+    once the waiter has not been served for ``_SERVED_WAITER_GRACE_S``).  0: close
     after every access, the default.  Call it in a long-lived process (the app, the
     runner), not in one that hands the file to raw ``duckdb`` right after an access.
     ``serve``: also run other processes' accesses while holding (module docstring)."""
@@ -200,11 +215,24 @@ class _Holder:
         self.last_used = 0.0
         self.watching = False
         self.server: serving.Server | None = None
-        # Since when a waiter's mark has been fresh while we serve (someone_waiting).
+        # Since when, and when last, a waiter's mark was seen fresh (someone_waiting).
         self.waiter_since: float | None = None
-        # Commits not checkpointed yet: the watcher checkpoints them once the connection
-        # has been unused for _CHECKPOINT_IDLE_S (the module's docstring).
+        self.waiter_seen = 0.0
+        # Commits not checkpointed yet, and since when: the watcher checkpoints them
+        # (_checkpoint_is_due; the module's docstring).
         self.checkpoint_due = False
+        self.checkpoint_due_since = 0.0
+
+    def committed(self) -> None:
+        """A commit was made on the kept connection: the watcher checkpoints it (the caller
+        has ``mutex``)."""
+        if not self.checkpoint_due:
+            self.checkpoint_due, self.checkpoint_due_since = True, time.monotonic()
+
+    def _checkpoint_is_due(self) -> bool:
+        now = time.monotonic()
+        return self.con is not None and self.checkpoint_due and (
+            now - self.last_used >= _CHECKPOINT_IDLE_S or now - self.checkpoint_due_since >= _CHECKPOINT_MAX_DELAY_S)
 
     def someone_waiting(self) -> bool:
         """Whether another process waits for the file, so that we let go (the caller has
@@ -212,15 +240,15 @@ class _Holder:
         instead (``_acquire`` tries our socket between its polls): beside an app whose
         accesses were waiting for the lock when we began to serve, letting go for them
         made the file change hands after each of our writes, each costing an open."""
-        if not _someone_waiting(self.db_path):
-            self.waiter_since = None
-            return False
-        if self.server is None:
-            return True
         now = time.monotonic()
+        if now - self.waiter_seen > _WAITER_GONE_S:
+            self.waiter_since = None  # none seen for a while: a waiter now is a new one
+        if not _someone_waiting(self.db_path):
+            return False
+        self.waiter_seen = now
         if self.waiter_since is None:
             self.waiter_since = now
-        return now - self.waiter_since >= _SERVED_WAITER_GRACE_S
+        return self.server is None or now - self.waiter_since >= _SERVED_WAITER_GRACE_S
 
     def serve(self) -> None:
         """Start serving others on the connection just opened (the caller has ``mutex``)."""
@@ -228,6 +256,7 @@ class _Holder:
                                 self._after_served_access, touched=self._after_served_read)
         if server.start():
             self.server = server
+            self.waiter_since = None  # a waiter's grace counts from when we serve
 
     def _served_connection(self, server: serving.Server) -> duckdb.DuckDBPyConnection | None:
         return self.con if self.server is server else None
@@ -242,7 +271,7 @@ class _Holder:
         if broken or self.someone_waiting():
             self.let_go()
         else:
-            self.checkpoint_due = True  # a served access may have committed (we cannot tell)
+            self.committed()  # a served access may have committed (we cannot tell)
             self.keep()
 
     def let_go(self) -> None:
@@ -257,6 +286,7 @@ class _Holder:
         finally:
             self.con = None
             self.checkpoint_due = False
+            self.waiter_since = None
             self.lock.release()
 
     def keep(self) -> None:
@@ -276,16 +306,14 @@ class _Holder:
                 if self.con is not None and (
                     self.someone_waiting() or time.monotonic() - self.last_used >= idle_limit_s
                 ):
-                    self.let_go()
-                if (self.con is not None and self.checkpoint_due
-                        and time.monotonic() - self.last_used >= _CHECKPOINT_IDLE_S):
+                    self._let_go_quietly()
+                if self._checkpoint_is_due():
                     self._checkpoint()
                 if self.con is None:
                     self.watching = False
                     return
             finally:
                 self.mutex.release()
-
 
     def _checkpoint(self) -> None:
         """Checkpoint the commits made since the last one (the caller has ``mutex``); held
@@ -298,10 +326,16 @@ class _Holder:
         try:
             self.checkpoint_due = not _try_checkpoint(self.con)
         except duckdb.Error:
-            try:
-                self.let_go()
-            except duckdb.Error:
-                pass  # closed all the same (let_go's finally); a WAL left is db/recovery.py's
+            self._let_go_quietly()
+
+    def _let_go_quietly(self) -> None:
+        """``let_go`` in the watcher: a close that fails (its checkpoint, on a full disk)
+        still closes and releases (let_go's ``finally``), and must not end the watcher,
+        which alone checkpoints kept commits and lets go for waiters."""
+        try:
+            self.let_go()
+        except duckdb.Error:
+            pass  # a WAL left is db/recovery.py's
 
 
 _holders: dict[Path, _Holder] = {}
@@ -432,16 +466,24 @@ def transaction(db_path: Path, *, lock_timeout_s: float) -> Iterator[duckdb.Duck
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
-        if _keep_idle_s > 0 and not isinstance(con, serving.RemoteCursor):
-            # Kept: the watcher checkpoints it, as a close would (the module's docstring).  A
-            # served access is the serving holder's to checkpoint (_Holder._after_served_access).
-            _holder_for(db_path).checkpoint_due = True
+        checkpoint_soon(db_path, con)
+
+
+def checkpoint_soon(db_path: Path, con: duckdb.DuckDBPyConnection) -> None:
+    """After a commit on ``con``, inside its access: kept, the connection is checkpointed
+    by its watcher, as a close would (the module's docstring); not kept, the close at the
+    end of the access does it; served, the serving holder does (``_after_served_access``)."""
+    if _keep_idle_s > 0 and not isinstance(con, serving.RemoteCursor):
+        _holder_for(db_path).committed()
 
 
 # How long a kept connection sits unused before its watcher checkpoints its commits: longer
 # than the gaps inside a burst of writes (the runner's point, then its heartbeats: one
-# checkpoint for the burst), short enough that a WAL is left for moments only.
+# checkpoint for the burst), short enough that a WAL is left for moments only.  Under
+# accesses that never leave such a gap, the watcher checkpoints anyway this long after the
+# first commit not checkpointed.
 _CHECKPOINT_IDLE_S = 0.02
+_CHECKPOINT_MAX_DELAY_S = 0.5
 _CHECKPOINT_HELD_OFF = "other write transactions active"
 
 

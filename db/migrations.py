@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from db.connection import connect
+from db.connection import checkpoint_soon, connect
 
 Step = Callable[[duckdb.DuckDBPyConnection], None]
 
@@ -363,5 +363,5 @@ def migrate(db_path: Path, *, lock_timeout_s: float) -> list[int]:
             con.execute("COMMIT")
             applied_now.append(step.number)
         if applied_now:
-            con.execute("CHECKPOINT")  # a kept connection leaves no WAL behind (db/recovery.py)
+            checkpoint_soon(db_path, con)  # a kept connection leaves no WAL behind (db/recovery.py)
     return applied_now

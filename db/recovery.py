@@ -1,13 +1,14 @@
 """After an unclean shutdown: a WAL left beside the database file, and a file DuckDB refuses.
 
 Every access in db/connection.py closes its connection or, kept, has its commits
-checkpointed by the keeping process's watcher once the connection has sat unused for
-milliseconds, and a clean close checkpoints and deletes the WAL, so a WAL found under the
-cross-process lock is a leftover of a process that died inside a DB access or just
-after one.  DuckDB replays it on the next open and deletes it; a torn or damaged WAL is
-replayed only up to the damage, without an error (DuckDB 2.0.1: a WAL cut in half lost
-the committed rows after the cut).  So the runner keeps a copy before anything opens the file and says
-so (a warning and a ``wal_recovered`` audit row): nothing is lost silently.
+checkpointed by the keeping process's watcher within a fraction of a second (once the
+connection sits unused), and a clean close checkpoints and deletes the WAL, so a WAL
+found under the cross-process lock is a leftover of a process that died inside a DB
+access or just after one.  DuckDB replays it on the next open and deletes it; a torn or
+damaged WAL is replayed only up to the damage, without an error (DuckDB 2.0.1: a WAL cut
+in half lost the committed rows after the cut).  So the runner keeps a copy before
+anything opens the file and says so (a warning and a ``wal_recovered`` audit row):
+nothing is lost silently.
 """
 
 from __future__ import annotations

@@ -184,3 +184,47 @@ def test_a_held_off_checkpoint_that_then_fails_closes_the_connection(
     monkeypatch.undo()
     assert _actions(kept) == ["x"]  # committed before the checkpoint: replayed from the WAL on open
     assert holder.con is not None and holder.watching  # kept again, watched again
+
+
+def test_commits_that_never_leave_the_connection_idle_are_checkpointed_all_the_same(
+        kept: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of accesses closer than ``_CHECKPOINT_IDLE_S`` would put the checkpoint off
+    for as long as it lasts: the watcher makes it ``_CHECKPOINT_MAX_DELAY_S`` after the
+    first commit not checkpointed."""
+    checkpoints: list[float] = []
+
+    def counted(con: duckdb.DuckDBPyConnection) -> bool:
+        checkpoints.append(time.monotonic())
+        return real(con)
+
+    real = connection._try_checkpoint
+    monkeypatch.setattr(connection, "_try_checkpoint", counted)
+    monkeypatch.setattr(connection, "_CHECKPOINT_IDLE_S", 60.0)  # never idle that long here
+    monkeypatch.setattr(connection, "_CHECKPOINT_MAX_DELAY_S", 0.3)
+    kept.audit("me", "first", None, {})
+    assert _until(lambda: bool(checkpoints), seconds=10)
+    assert _until(lambda: not wal_path_for(db_path).exists())
+
+
+def test_a_close_that_fails_in_the_watcher_does_not_end_it(
+        store: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher alone checkpoints kept commits and lets go for waiters: a let-go that
+    raises (a close whose checkpoint fails, on a full disk) still closes and releases, and
+    the watcher ends as after any let-go, so the next access keeps and watches afresh."""
+    real = connection._Holder.let_go
+
+    def failing(self: connection._Holder) -> None:
+        real(self)
+        raise duckdb.IOException("No space left on device")
+
+    connection.keep_open(0.2)
+    try:
+        store.audit("me", "x", None, {})
+        holder = connection._holder_for(db_path)
+        monkeypatch.setattr(connection._Holder, "let_go", failing)
+        assert _until(lambda: holder.con is None and not holder.watching)  # at the idle limit
+        monkeypatch.undo()
+        store.audit("me", "y", None, {})
+        assert holder.con is not None and holder.watching
+    finally:
+        connection.keep_open(0)

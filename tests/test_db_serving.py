@@ -155,6 +155,17 @@ def test_a_process_waiting_for_the_lock_is_served_once_a_holder_serves(db_path: 
         other.release()
 
 
+def _looks_while_waiting(holder: connection._Holder, mark: Path, seconds: float) -> list[bool]:
+    """What the holder's watcher sees, looking every 5 ms, while a waiter re-marks each poll."""
+    seen: list[bool] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        mark.touch()
+        seen.append(holder.someone_waiting())
+        time.sleep(0.005)
+    return seen
+
+
 def test_a_serving_holder_lets_go_for_a_waiter_that_was_not_served_within_the_grace(
         db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A waiter that can be served joins the holder within a poll; one that waits on needs
@@ -165,13 +176,42 @@ def test_a_serving_holder_lets_go_for_a_waiter_that_was_not_served_within_the_gr
     mark = connection.waiting_path(db_path)
     mark.touch()
     assert holder.someone_waiting()  # not serving: at once
-    holder.server = cast(serving.Server, object())  # serving (only whether it is set is read)
-    assert not holder.someone_waiting()  # the waiter may still join us
-    time.sleep(0.25)
-    mark.touch()  # it is still waiting
-    assert holder.someone_waiting()
     mark.unlink()
-    assert not holder.someone_waiting() and holder.waiter_since is None  # the next waiter's grace starts afresh
+    holder.server = cast(serving.Server, object())  # serving (only whether it is set is read)
+    time.sleep(0.15)  # the waiter's grace starts when it is seen anew
+    seen = _looks_while_waiting(holder, mark, 0.35)
+    assert not seen[0] and seen[-1]  # it may still join us; then it waited on
+    mark.unlink()
+    assert not holder.someone_waiting()
+
+
+def test_a_waiters_grace_counts_from_when_the_holder_sees_it_anew(
+        db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A served waiter removes the marks it made: another one seen later has a grace of its
+    own, even if the holder did not look in between (it held no file, or an access ran)."""
+    monkeypatch.setattr(connection, "_SERVED_WAITER_GRACE_S", 0.2)
+    holder = connection._Holder(db_path)
+    holder.server = cast(serving.Server, object())
+    mark = connection.waiting_path(db_path)
+    assert _looks_while_waiting(holder, mark, 0.3)[-1]  # one waiter, past its grace
+    mark.unlink()
+    time.sleep(0.15)  # no look meanwhile
+    mark.touch()
+    assert not holder.someone_waiting()  # a new waiter: its own grace
+
+
+def test_a_client_served_at_once_leaves_another_waiters_marks(db_path: Path) -> None:
+    """The marks are shared by every waiter; a client that a holder served before it marked
+    anything must not remove a backup's (the holder would stop seeing that one wait)."""
+    lock_file = str(connection.lock_path_for(db_path))
+    marks = (connection.writer_waiting_path(db_path), connection.waiting_path(db_path))
+    for mark in marks:
+        mark.touch()  # a backup waits
+    served = cast(socket.socket, object())
+    got = connection._acquire(filelock.FileLock(lock_file), 10, marker=marks[0], writer=True,
+                              waiting=marks[1], join=lambda: served)
+    assert got is served
+    assert all(mark.exists() for mark in marks)
 
 
 def test_a_holder_killed_mid_access_is_busy_to_the_client_and_the_next_access_takes_the_file(
