@@ -363,5 +363,5 @@ def migrate(db_path: Path, *, lock_timeout_s: float) -> list[int]:
             con.execute("COMMIT")
             applied_now.append(step.number)
         if applied_now:
-            checkpoint_soon(db_path, con)  # a kept connection leaves no WAL behind (db/recovery.py)
+            checkpoint_soon(db_path, con)  # as a transaction does: no WAL left behind (db/recovery.py)
     return applied_now

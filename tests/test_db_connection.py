@@ -15,6 +15,7 @@ from db import Store, connection
 from db.recovery import wal_path_for
 from tests.support.actors import admin
 from tests.support.line_peer import LinePeer
+from tests.support.polling import until
 
 # The other process: reads or writes on command from stdin, one line per command, and
 # answers with one line (JSON).  It keeps its connection too, like the app and the runner.
@@ -63,7 +64,7 @@ def test_a_kept_connection_holds_the_lock_between_accesses_and_opens_once(kept: 
     assert con is not None and holder.lock.is_locked  # kept after the access
     assert _actions(kept) == ["first"]
     assert holder.con is con  # the next access used it: no second open
-    assert _until(lambda: not wal_path_for(db_path).exists())  # its watcher checkpointed the commit
+    assert until(lambda: not wal_path_for(db_path).exists())  # its watcher checkpointed the commit
 
 
 def test_reader_sees_the_writers_commit_on_its_next_access_both_keeping(kept: Store, db_path: Path) -> None:
@@ -118,13 +119,6 @@ def test_an_error_inside_an_access_drops_the_kept_connection(kept: Store, db_pat
     assert _actions(kept) == ["x"]  # and the next access opens afresh
 
 
-def _until(condition: Callable[[], bool], seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()
-
-
 def _held_off_once(then: Callable[[duckdb.DuckDBPyConnection], bool]) -> Callable[[duckdb.DuckDBPyConnection], bool]:
     """A stand-in for ``connection._try_checkpoint``: the commit's own try is held off (as
     by a read the holder serves, db/serving.py), every later one is ``then``'s."""
@@ -153,7 +147,7 @@ def test_a_commit_returns_before_its_checkpoint_and_a_burst_shares_one(
         kept.audit("me", f"x{i}", None, {})
     assert checkpoints == [] and wal_path_for(db_path).exists()  # committed, not yet checkpointed
     holder = connection._holder_for(db_path)
-    assert _until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
+    assert until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
     assert checkpoints == [1]  # one for the three commits
     assert holder.con is not None  # still kept
     assert _actions(kept) == ["x0", "x1", "x2"]
@@ -164,7 +158,7 @@ def test_a_checkpoint_held_off_is_made_by_the_watcher(
     monkeypatch.setattr(connection, "_try_checkpoint", _held_off_once(connection._try_checkpoint))
     kept.audit("me", "x", None, {})  # returns without waiting for the checkpoint
     holder = connection._holder_for(db_path)
-    assert _until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
+    assert until(lambda: not holder.checkpoint_due and not wal_path_for(db_path).exists())
     assert holder.con is not None  # kept, with nothing left in a WAL
     assert _actions(kept) == ["x"]
 
@@ -179,7 +173,7 @@ def test_a_held_off_checkpoint_that_then_fails_closes_the_connection(
     monkeypatch.setattr(connection, "_try_checkpoint", _held_off_once(disk_full))
     kept.audit("me", "x", None, {})
     holder = connection._holder_for(db_path)
-    assert _until(lambda: holder.con is None and not holder.watching)
+    assert until(lambda: holder.con is None and not holder.watching)
     assert not holder.lock.is_locked and not holder.checkpoint_due
     monkeypatch.undo()
     assert _actions(kept) == ["x"]  # committed before the checkpoint: replayed from the WAL on open
@@ -202,8 +196,8 @@ def test_commits_that_never_leave_the_connection_idle_are_checkpointed_all_the_s
     monkeypatch.setattr(connection, "_CHECKPOINT_IDLE_S", 60.0)  # never idle that long here
     monkeypatch.setattr(connection, "_CHECKPOINT_MAX_DELAY_S", 0.3)
     kept.audit("me", "first", None, {})
-    assert _until(lambda: bool(checkpoints), seconds=10)
-    assert _until(lambda: not wal_path_for(db_path).exists())
+    assert until(lambda: bool(checkpoints), seconds=10)
+    assert until(lambda: not wal_path_for(db_path).exists())
 
 
 def test_a_close_that_fails_in_the_watcher_does_not_end_it(
@@ -222,7 +216,7 @@ def test_a_close_that_fails_in_the_watcher_does_not_end_it(
         store.audit("me", "x", None, {})
         holder = connection._holder_for(db_path)
         monkeypatch.setattr(connection._Holder, "let_go", failing)
-        assert _until(lambda: holder.con is None and not holder.watching)  # at the idle limit
+        assert until(lambda: holder.con is None and not holder.watching)  # at the idle limit
         monkeypatch.undo()
         store.audit("me", "y", None, {})
         assert holder.con is not None and holder.watching

@@ -24,9 +24,11 @@ import filelock
 import pytest
 
 from db import DbBusy, Store, connection, serving
+from db.recovery import wal_path_for
 from tests.conftest import ROOT
 from tests.support.actors import admin
 from tests.support.line_peer import LinePeer
+from tests.support.polling import until
 
 # The holder: keeps and serves, and answers one line (JSON) per command from stdin:
 # "write X" audits X itself, "beat" updates its runner's row, "state" says whether it holds and serves, and which
@@ -79,7 +81,7 @@ def _actions(store: Store) -> list[str]:
 def test_a_client_reads_and_writes_on_the_holders_connection(store: Store, db_path: Path, holder: Holder) -> None:
     before = holder.ask("state")
     store.audit("client", "mine", None, {})
-    assert _no_wal_within(db_path, 5)  # the holder checkpointed our commit, as its own
+    assert until(lambda: not wal_path_for(db_path).exists(), 5)  # the holder checkpointed our commit, as its own
     assert _actions(store) == ["first", "mine"]  # our write, then the holder's and ours, read back
     holder.ask("write theirs")
     assert _actions(store) == ["first", "mine", "theirs"]  # the holder's next commit, at once
@@ -251,11 +253,7 @@ def test_a_read_runs_beside_the_holders_writes_in_the_snapshot_it_began_with(
     assert _actions(store) == ["during", "first"]  # a new access sees it
     assert connection._holder_for(db_path).con is None  # served: this process never opened the file
     # Our read held the holder's checkpoint off; its watcher has made it since: no WAL is kept.
-    wal = db_path.with_name(db_path.name + ".wal")
-    deadline = time.monotonic() + 5
-    while wal.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not wal.exists()
+    assert until(lambda: not wal_path_for(db_path).exists(), 5)
 
 
 def test_a_write_in_a_read_access_is_refused_and_leaves_nothing(store: Store, db_path: Path, holder: Holder) -> None:
@@ -292,14 +290,6 @@ def test_the_holder_closes_its_connection_only_after_the_reads_on_it_end(
     assert not holder.ask("state")["holds"]
 
 
-def _no_wal_within(db_path: Path, seconds: float) -> bool:
-    wal = db_path.with_name(db_path.name + ".wal")
-    deadline = time.monotonic() + seconds
-    while wal.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return not wal.exists()
-
-
 def test_a_write_does_not_wait_for_a_running_read_and_its_checkpoint_follows(
         store: Store, db_path: Path, holder: Holder) -> None:
     """A read still scanning the table the holder writes keeps DuckDB from checkpointing
@@ -321,8 +311,8 @@ def test_a_write_does_not_wait_for_a_running_read_and_its_checkpoint_follows(
     assert reading.is_alive()
     assert holder.ask("beat")["holds"]
     still_reading = reading.is_alive()
-    wal_kept = db_path.with_name(db_path.name + ".wal").exists()
+    wal_kept = wal_path_for(db_path).exists()
     reading.join(timeout=120)
     assert still_reading and wal_kept  # the write returned first, its checkpoint left for later
     assert done["rows"] == (0,)
-    assert _no_wal_within(db_path, 5)  # made by the holder's watcher once the read ended
+    assert until(lambda: not wal_path_for(db_path).exists(), 5)  # made by the holder's watcher once the read ended
