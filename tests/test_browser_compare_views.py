@@ -78,7 +78,10 @@ def import_file(env: dict[str, str], path: Path) -> list[int]:
 
 
 def _bench() -> dict[str, object]:
-    return {"scenarios": [{"name": "short", "input_len": 64, "output_len": 32}], "concurrency": [1, 2, 4],
+    # c=1, 8, 16 and not 1, 2, 4: the emulated H200's decode step is flat at 6.3 ms up to a
+    # batch of 4 (the step-time floor) and grows to 9.3 and 14.4 ms at 8 and 16 (more experts
+    # read), so every point is on the Pareto front by construction, not by the machine's timing.
+    return {"scenarios": [{"name": "short", "input_len": 64, "output_len": 32}], "concurrency": [1, 8, 16],
             "num_prompts": "4x", "warmup": "1x"}
 
 
@@ -149,10 +152,6 @@ def _grid_after(page: Page, title: str) -> str:
     grid = _table_label(page, title).locator("xpath=following::*[@data-testid='stDataFrame'][1]")
     expect(grid.locator("td").first).to_be_attached(timeout=30_000)
     return grid_text(grid)
-
-
-
-
 
 
 def test_verdict_lines_come_first_and_name_the_kv_cache_dtype(compare_app, browser: Browser) -> None:
@@ -253,11 +252,10 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     before = change.inner_text()
     point_b = page.get_by_role("combobox", name=re.compile("Point B on the front"))
     _open_list(page, point_b)
-    # A third point on the front if there is one, else A itself ("From A to A: +0.0 %"): which
-    # points are on the front depends on the emulated runs' timings, so "the next one" may not exist.
+    # The third point on the front (_bench makes three): the sentence must follow the choice.
     point_a, point_b_now = re.match(r"^From (.+) to (.+): tok/s/user", before).groups()
     options = [text.strip() for text in page.get_by_role("option").all_inner_texts()]
-    other = next((text for text in options if text not in (point_a, point_b_now)), point_a)
+    other = next(text for text in options if text not in (point_a, point_b_now))
     _choose(page, point_b, other)
     expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before, timeout=30_000)
 
