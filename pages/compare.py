@@ -15,11 +15,9 @@ run has one colour everywhere."""
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable
 
 import pandas as pd
 import streamlit as st
@@ -34,6 +32,19 @@ from domain.results.comparison import Comparison
 from domain.slides import charts, deck, tables
 from domain.slides.charts import AnyChart, styled
 from pages.parts.common import current_language, db_guard, store
+from pages.parts.compare_tables import (
+    DEFAULT_KINDS,
+    KINDS,
+    LATENCIES,
+    NOT_COMPARABLE_MARK,
+    STATISTICS,
+    Point,
+    metric_of,
+    metric_table,
+    points_pivot,
+    run_headers,
+    scaling_table,
+)
 from pages.parts.selection import comparison, derived, pick, request_samples
 from pages.parts.verdict_boxes import verdict_boxes
 
@@ -42,71 +53,14 @@ st.title(t("compare.page_title", lang))
 
 KEEP_COLD_KEY = "compare.keep_cold"
 STAT_KEY = "compare.stat"
-STATISTICS = ("p50", "p90", "p99")
-LATENCIES = ("ttft", "tpot", "itl", "e2e")
-# The metric table's choices: a kind is a metric, or a latency whose statistic the selector picks.
-KINDS = {"throughput": "output_tok_s", "total": "total_tok_s", "qps": "qps", "ttft": "ttft", "tpot": "tpot",
-         "itl": "itl", "e2e": "e2e", "gpu_util": "gpu_util_mean", "gpu_mem": "gpu_mem_peak_gb",
-         "kv_usage": "kv_usage_peak", "kv_capacity": "kv_capacity"}
-DEFAULT_KINDS = ("throughput", "ttft", "tpot")
 CHANGED_SHOWN = 8  # lines of "what changed" shown at once; an import that knows no flags lists dozens
 FAR_BELOW_SHOWN = 3  # points far below their estimate listed at once; the rest behind an expander
-NAME_CHARS = 18  # a run name longer than this is cut in headers; the full name is in the column's help
-Point = tuple[Any, Any, Any]  # (run_id, scenario, concurrency)
 
 
 # -- small helpers -----------------------------------------------------------------------------
 
 
 md = streamlit_md_text  # text shown through Markdown as literal text (a run name, a flag value)
-
-
-def short(text: object, limit: int = NAME_CHARS) -> str:
-    value = str(text)
-    return value if len(value) <= limit else value[:limit - 1] + "…"
-
-
-def metric_of(kind: str, stat: str) -> str:
-    """The metric name of a table kind at the chosen statistic (``ttft`` + ``p90`` → ``ttft_p90``)."""
-    metric = KINDS[kind]
-    return f"{metric}_{stat}" if metric in LATENCIES else metric
-
-
-NOT_COMPARABLE_MARK = "✗"  # a character every font has (an emoji needs an emoji font)
-
-
-def run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
-    return derived(c, "run_headers", lambda: _run_headers(c))
-
-
-def _run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
-    """Per run (baseline first): (short header, full label).  The full label is the exports'
-    (source and not-comparable marks included); the short one is "#id name…", with
-    :data:`NOT_COMPARABLE_MARK` first for a run that is not comparable, so nine runs fit
-    side by side and a long name never fills the screen."""
-    not_comparable = set(c.checklist.loc[c.checklist["verdict"] == "not_comparable", "run_id"])
-    names = dict(c.summary[["run_id", "run_name"]].drop_duplicates("run_id").itertuples(index=False))
-    headers = {}
-    for run_id in [c.baseline_run_id, *c.run_ids]:
-        if run_id not in names:
-            continue
-        mark = f"{NOT_COMPARABLE_MARK} " if run_id in not_comparable else ""
-        headers[int(run_id)] = (f"{mark}#{run_id} {short(names[run_id])}", tables.marked_label(c, run_id))
-    return headers
-
-
-def points_pivot(c: Comparison, cell: Callable[[Point], str]) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Points (scenario, concurrency) as rows, runs side by side as columns ("#id", labelled
-    by :func:`run_headers` with the full name as help), each cell ``cell(point)``."""
-    headers = run_headers(c)
-    index = pd.MultiIndex.from_frame(c.summary[list(analysis.POINT)].drop_duplicates().sort_values(
-        list(analysis.POINT), key=lambda s: s.astype(str) if s.name == "scenario" else s))
-    index.names = [t("compare.col.scenario", lang), t("compare.col.concurrency", lang)]
-    table = pd.DataFrame({f"#{run_id}": [cell((run_id, s, conc)) for s, conc in index] for run_id in headers},
-                         index=index)
-    config = {f"#{run_id}": st.column_config.TextColumn(label, help=full)
-              for run_id, (label, full) in headers.items()}
-    return table, config
 
 
 # -- verdict and what changed --------------------------------------------------------------------
@@ -167,10 +121,6 @@ def config_diff_section(c: Comparison) -> None:
 
 # -- metrics -------------------------------------------------------------------------------------
 
-VERDICT_STYLE = {"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600",
-                 "changed": "color: #9a6700"}
-
-
 def statistic_picker() -> str:
     """The latency statistic for the tables and charts, kept in the URL (``stat=p90``)."""
     wanted = st.query_params.get("stat")
@@ -183,31 +133,6 @@ def statistic_picker() -> str:
     return str(stat)
 
 
-def metric_cell(row: Mapping[str, Any]) -> str:
-    """"1,234.5 (+3.2%)" as the slides write it, "~" before a mean of repeats' percentiles,
-    "†" after a quantile from too few requests."""
-    if analysis.is_missing(row["value"]):
-        return ""
-    text = tables.format_number(row["value"])
-    metric = analysis.METRIC_BY_NAME.get(str(row["metric"]))
-    if metric is not None and metric.quantile_pct is not None and row["basis"] == "mean_of_repeats":
-        text = "~" + text
-    delta = analysis.delta_text(row["delta_pct"], row["verdict"])
-    text += f" ({delta})" if delta else ""
-    return text + (" †" if bool(row["low_n"]) else "")
-
-
-def metric_table(c: Comparison, metric: str) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """One metric, points × runs: the cells, their styles (by verdict) and the column config."""
-    rows = c.compare[c.compare["metric"] == metric]
-    by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in rows.to_dict("records")}
-    table, config = points_pivot(c, lambda key: metric_cell(by_point[key]) if key in by_point else "")
-    styles = pd.DataFrame({column: [VERDICT_STYLE.get(str(by_point[key]["verdict"]), "") if key in by_point else ""
-                                    for key in ((int(column[1:]), s, conc) for s, conc in table.index)]
-                           for column in table.columns}, index=table.index)
-    return table, styles, config
-
-
 def metrics_section(c: Comparison, stat: str) -> list[str]:
     """The tables of the metrics the user picks; returns those metrics (the page's metric
     chart draws the same ones)."""
@@ -217,7 +142,7 @@ def metrics_section(c: Comparison, stat: str) -> list[str]:
     for kind in kinds:
         metric = metric_of(kind, stat)
         label = analysis.metric_label(metric, lang)
-        table, styles, config = derived(c, ("metric_table", metric), functools.partial(metric_table, c, metric))
+        table, styles, config = metric_table(c, metric, lang)
         st.markdown(f"**{md(label)}**")
         if (table == "").all().all():
             st.caption(t("compare_page.no_values", lang, metric=label))
@@ -288,7 +213,7 @@ def goodput_section(c: Comparison) -> None:
         return t("compare_page.goodput_cell", lang, rps=tables.format_number(row["goodput_rps"]),
                  pct=f"{100 * row['good_fraction']:.0f}")
 
-    table, config = points_pivot(c, cell)
+    table, config = points_pivot(c, cell, lang)
     st.dataframe(table, column_config=config, width="stretch")
     st.caption(md(curve.goodput_rule_text(lang, ttft, tpot)))
     if (good["reason"] == "no_samples").any():
@@ -296,22 +221,6 @@ def goodput_section(c: Comparison) -> None:
 
 
 # -- scaling efficiency, cold first points ------------------------------------------------------------
-
-
-def efficiency_cell(row: Mapping[str, Any]) -> str:
-    """"87%", "393% · eff. >100%" (badged), "25% · cold", "102% · ≈ linear": an efficiency
-    above 100 % never appears without a word saying what it is."""
-    efficiency = row["efficiency"]
-    if analysis.is_missing(efficiency):
-        return ""
-    text = t("compare_page.efficiency_cell", lang, pct=f"{100 * efficiency:,.0f}")
-    marks = [t(f"compare_page.badge_short.{badge}", lang) for badge, column in
-             (("cold_first_point", "cold"), ("super_linear", "super_linear")) if bool(row[column])]
-    if not marks and efficiency > 1.0:
-        marks.append(t("compare_page.near_linear", lang))
-    if bool(row["cold"]) and row["baseline_concurrency"] != row["concurrency"]:  # left out: measured from the next
-        marks.append(t("compare_page.efficiency_basis", lang, c=tables.format_number(row["baseline_concurrency"])))
-    return " · ".join([text, *marks])
 
 
 def cold_points_notice(c: Comparison) -> None:
@@ -329,8 +238,7 @@ def cold_points_notice(c: Comparison) -> None:
 
 def scaling_section(c: Comparison) -> None:
     st.subheader(t("compare_page.scaling", lang))
-    by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in c.scaling.to_dict("records")}
-    table, config = points_pivot(c, lambda key: efficiency_cell(by_point[key]) if key in by_point else "")
+    table, config = scaling_table(c, lang)
     st.dataframe(table, column_config=config, width="stretch")
     st.caption(md(curve.scaling_rule_text(lang)))
     st.caption(md(t("compare_page.near_linear_note", lang,
@@ -383,7 +291,7 @@ def validity_section(c: Comparison) -> None:
         st.caption(t("compare.no_badges", lang))
         return
     table, config = points_pivot(c, lambda key: ", ".join(t(f"compare_page.badge_short.{b}", lang)
-                                                          for b in by_point.get(key, [])))
+                                                          for b in by_point.get(key, [])), lang)
     for run_id in run_headers(c):
         present = sorted({b for (r, _, _), names in by_point.items() if r == run_id for b in names})
         column = config[f"#{run_id}"]

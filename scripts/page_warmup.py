@@ -6,7 +6,8 @@ comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise) or a finis
 (``/run?run=N``: its "Why not N×?"), the server knows from the HTML request alone what
 the script will compute first.  :class:`WarmOnPageRequest`
 starts that in a background thread through the page's own cached functions
-(``pages/parts/selection.py`` ``warm_comparison``, ``pages/parts/run_gaps.py``
+(``pages/parts/selection.py`` ``warm_comparison``, with the compare page's first tables
+``pages/parts/compare_tables.py`` ``warm_compare``; ``pages/parts/run_gaps.py``
 ``warm_run``), so the script's first run finds it done or waits for it: Streamlit holds a
 second caller of a key being computed until the first has stored it, so nothing is
 computed twice and nothing stale is shown (a comparison is keyed by its points; a run's
@@ -104,7 +105,15 @@ def warm_run(query: Query) -> None:
     warm(query)
 
 
-WARMERS: dict[str, Warmer] = {"/compare": warm_comparison, "/checklist": warm_comparison, "/run": warm_run}
+def warm_compare(query: Query) -> None:
+    """The compare page's warmer: the analysis, then its first screen's tables
+    (pages/parts/compare_tables.py)."""
+    from pages.parts.compare_tables import warm_compare as warm
+
+    warm(query)
+
+
+WARMERS: dict[str, Warmer] = {"/compare": warm_compare, "/checklist": warm_comparison, "/run": warm_run}
 
 
 def install(auth_mode: str, trusted_proxies: list[str]) -> None:

@@ -304,10 +304,12 @@ def test_a_command_line_is_a_code_span_unless_streamlit_would_alter_it() -> None
 
 def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
         app_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """scripts/page_warmup.py calls warm_comparison with a compare or checklist link's query
-    when the page's HTML is asked for: the pages' first run then computes nothing anew, and
-    a link they read otherwise (another language) is computed by the page as before."""
-    from pages.parts import selection
+    """scripts/page_warmup.py calls warm_compare (the compare page) or warm_comparison (the
+    checklist) with a link's query when the page's HTML is asked for: the pages' first run
+    then computes nothing anew, neither the analysis nor the compare page's first tables,
+    and a link they read otherwise (another language) is computed by the page as before."""
+    from domain.results import comparability
+    from pages.parts import compare_tables, selection
     from tests.test_browser_compare_views import cold_first_copy
     from tools.make_import_fixtures import ensure_fixtures
 
@@ -325,13 +327,21 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     read: list[str] = []
     for name in ("picker_choices", "runs_for_picker"):  # the picker's two lists, read once
         monkeypatch.setattr(Store, name, counted(getattr(Store, name), name, read))
-    selection.warm_comparison({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"]})
+    tables: list[str] = []
+    for name in ("_run_headers", "_metric_table"):
+        monkeypatch.setattr(compare_tables, name, counted(getattr(compare_tables, name), name, tables))
+    monkeypatch.setattr(comparability, "intended_choices",
+                        counted(comparability.intended_choices, "intended_choices", tables))
+    compare_tables.warm_compare({"baseline": [str(real)], "runs": [str(cold)], "lang": ["en"], "stat": ["p90"]})
     assert built == ["en"] and sorted(read) == ["picker_choices", "runs_for_picker"]
-    open_page("compare", baseline=str(real), runs=str(cold), lang="en")
+    warmed = ["intended_choices", "_run_headers", "_metric_table", "_metric_table", "_metric_table"]
+    assert tables == warmed
+    open_page("compare", baseline=str(real), runs=str(cold), lang="en", stat="p90")
     open_page("checklist", baseline=str(real), runs=str(cold), lang="en")
-    assert built == ["en"]
+    assert built == ["en"] and tables == warmed
     open_page("compare", baseline=str(real), runs=str(cold), lang="ja")
-    assert built == ["en", "ja"]
+    # The choices are the runs' flags (no words): read once for both languages.
+    assert built == ["en", "ja"] and sorted(tables) == sorted([*warmed, *warmed[1:]])
     # Nothing is started for a link the page would refuse or could not read.
     selection.warm_comparison({"baseline": [str(real)], "runs": []})
     selection.warm_comparison({"baseline": ["x"], "runs": [str(cold)]})

@@ -189,8 +189,8 @@ def _intended_options(baseline: int | None, others: list[int], wanted: list[str]
         except DbBusy:  # comparison() below says so; the fixed conditions serve meanwhile
             frame = pd.DataFrame()
         if not frame.empty and int(baseline) in set(frame["run_id"]):
-            choices = comparability.intended_choices(frame, int(baseline), [o for o in others
-                                                                            if o in set(frame["run_id"])])
+            choices = cached_intended_choices(frame, int(baseline), tuple(o for o in others
+                                                                          if o in set(frame["run_id"])))
     if not choices:
         choices = list(comparability.CONDITION_NAMES)
     return [*choices, *(w for w in dict.fromkeys(wanted) if w not in choices and comparability.is_condition_name(w))]
@@ -220,16 +220,17 @@ def comparison(selection: Selection, lang: str, *, keep_cold: bool = False) -> C
                               keep_cold)
 
 
-def warm_comparison(query: Mapping[str, list[str]]) -> None:
+def warm_comparison(query: Mapping[str, list[str]]) -> tuple[Comparison, str] | None:
     """What :func:`pick` and :func:`comparison` compute first for a fresh session opened on
     a link with this query (``baseline``, ``runs``, ``intended``, ``lang``, ``mixed``), with
     the same keys: called by the server when it sends the page's HTML
     (scripts/page_warmup.py), so the page's first run finds it cached.  A link the page
-    would read differently (a run it does not list, too many runs) only costs the work."""
+    would read differently (a run it does not list, too many runs) only costs the work.
+    Returns the comparison and its language, or None where the page would show none."""
     baseline = _ints(",".join(query.get("baseline", [])))[:1]
     others = [i for i in dict.fromkeys(_ints(",".join(query.get("runs", [])))) if i not in baseline]
     if not baseline or not others or len(others) > MAX_RUNS:
-        return
+        return None
     lang = language_of_link(next(iter(query.get("lang", [])), None))
     intended = tuple(c for c in query.get("intended", []) if comparability.is_condition_name(c))
     # The picker's lists first: the page reads them before the points, a fresh session with
@@ -238,8 +239,10 @@ def warm_comparison(query: Mapping[str, list[str]]) -> None:
     cached_picker(PickerFilters(unknown=UNKNOWN))
     frame = cached_points((baseline[0], *others))
     if frame.empty or refuses_mix(frame, allow_mixed=query.get("mixed") == ["1"]):
-        return
-    _cached_comparison(frame, baseline[0], tuple(others), lang, intended, False)
+        return None
+    if baseline[0] in set(frame["run_id"]):
+        cached_intended_choices(frame, baseline[0], tuple(o for o in others if o in set(frame["run_id"])))
+    return _cached_comparison(frame, baseline[0], tuple(others), lang, intended, False), lang
 
 
 def refuses_mix(frame: pd.DataFrame, allow_mixed: bool) -> bool:
@@ -255,8 +258,15 @@ def _frame_digest(frame: pd.DataFrame) -> bytes:
     (tests/test_pages_selection_digest.py), so a rerun finds its comparison.  About 6 ms
     for nine runs' points, where hashing every column as text took 50-65 ms here
     (Streamlit's own DataFrame hash fails on the dict columns and pickles with a warning
-    in the log on every rerun)."""
-    return hashlib.blake2b(pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL), digest_size=32).digest()
+    in the log on every rerun).  Column by column: a frame's pickle follows its blocks,
+    which pandas lays out differently for equal frames (rows taken from a frame reorder them
+    in place; the server's warm-up and the page then found two keys for one comparison)."""
+    digest = hashlib.blake2b(digest_size=32)
+    digest.update(pickle.dumps((list(frame.columns), frame.index), protocol=pickle.HIGHEST_PROTOCOL))
+    for _name, column in frame.items():
+        digest.update(pickle.dumps(column.to_numpy(), protocol=pickle.HIGHEST_PROTOCOL))
+        digest.update(str(column.dtype).encode())
+    return digest.digest()
 
 
 # A resource, not data: every rerun and session gets the same instance (read only: nothing
@@ -279,9 +289,19 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
                                     keep_cold=keep)
 
 
+@st.cache_data(show_spinner=False, max_entries=16, hash_funcs={pd.DataFrame: _frame_digest})
+def cached_intended_choices(frame: pd.DataFrame, baseline: int, others: tuple[int, ...]) -> list[str]:
+    """:func:`comparability.intended_choices`, keyed by the points as the comparison is (a
+    pandas pass per run: a tenth of a cold compare page's own time at nine runs)."""
+    return comparability.intended_choices(frame, baseline, list(others))
+
+
 # What pages derived from each comparison instance, by key; dropped with the instance.
 _derived: dict[int, dict[Hashable, Any]] = {}
 _derived_guard = threading.Lock()
+# The keys being built, by (comparison id, key): set when the value is stored or the build ends.
+_building: dict[tuple[int, Hashable], threading.Event] = {}
+_BUILD_WAIT_S = 30.0  # far above any build (a second at nine runs); past it, a caller builds its own
 T = TypeVar("T")
 
 
@@ -289,7 +309,9 @@ def derived(c: Comparison, key: Hashable, build: Callable[[], T]) -> T:
     """``build()`` once per comparison and ``key`` (charts, headers: seconds of Altair and
     pandas work at nine runs), then the same object on every rerun and in every session.
     Correct because a comparison never changes: a new point makes a new comparison
-    (:func:`_cached_comparison` is keyed by the points), which starts with nothing derived."""
+    (:func:`_cached_comparison` is keyed by the points), which starts with nothing derived.
+    A caller that finds the key being built (the server's warm-up of a linked page, or
+    another session) waits for it rather than building it a second time beside it."""
     with _derived_guard:
         memo = _derived.get(id(c))
         if memo is None:
@@ -297,6 +319,22 @@ def derived(c: Comparison, key: Hashable, build: Callable[[], T]) -> T:
             weakref.finalize(c, _derived.pop, id(c), None)  # the id may be reused after c is gone
         if key in memo:
             return cast(T, memo[key])
-    value = build()  # outside the guard: another session may build the same, and one is kept
-    with _derived_guard:
-        return cast(T, memo.setdefault(key, value))
+        building = _building.get((id(c), key))
+        mine = building is None
+        if building is None:
+            building = _building[(id(c), key)] = threading.Event()
+    if not mine:
+        building.wait(_BUILD_WAIT_S)
+        with _derived_guard:
+            if key in memo:
+                return cast(T, memo[key])
+        # The builder failed or was stopped (a rerun interrupts a script): build it here.
+    try:
+        value = build()  # outside the guard: other keys are built and read meanwhile
+        with _derived_guard:
+            return cast(T, memo.setdefault(key, value))
+    finally:
+        if mine:
+            with _derived_guard:
+                _building.pop((id(c), key), None)
+            building.set()
