@@ -61,3 +61,25 @@ def test_a_linked_runs_split_warmed_by_the_server_is_the_one_the_page_shows(
     for query in ({"run": ["x"]}, {"run": [f" {run.id}"]}, {"run": [str(run.id + 1000)]}, {}, {"run": [str(queued)]}):
         run_gaps.warm_run(query)
     assert computed == warmed
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_why_not_n_is_said_once_on_the_page_and_kept_in_the_export(app_env: Path, lang: str) -> None:
+    """The section's heading says "Why not N×?"; its chart, right under it, names its
+    scenarios only (it said the title a second time).  The exported chart keeps the title."""
+    import json
+
+    from domain.slides.charts import scaling_gap_chart
+
+    store = Store(app_env)
+    synthetic.fill(store, runs=1, points_per_run=8)
+    run = store.list_runs(limit=1)[0]
+    title = t("scaling_gap.title", lang)
+    at = open_page("run", run=str(run.id), lang=lang)
+    assert [h.value for h in at.subheader].count(title) == 1
+    attempt = store.attempts_of(run.id)[-1]
+    gaps = run_gaps.finished_attempt_gaps(run.id, attempt.id, attempt.startup_facts or "")
+    page_spec = json.dumps(run_gaps.finished_attempt_gap_chart(run.id, attempt.id, attempt.startup_facts or "",
+                                                               lang).to_dict(), ensure_ascii=False)
+    assert title not in page_spec
+    assert title in json.dumps(scaling_gap_chart(gaps, lang).to_dict(), ensure_ascii=False)

@@ -455,11 +455,12 @@ GAP_COLOURS = {  # one fixed colour per cause, in CAUSES order; remaining is gre
 GAP_STEP_WIDTH = 72  # px per concurrency step: room for "c=256→512" at the axis' font
 
 
-def scaling_gap_chart(gaps: pd.DataFrame, lang: str) -> AnyChart:
+def scaling_gap_chart(gaps: pd.DataFrame, lang: str, *, titled: bool = True) -> AnyChart:
     """One stacked bar per concurrency step: each cause's tok/s of the gap between linear
     scaling and the measured throughput (``domain.results.scaling_gap.explain_gaps``), a
     black tick at the gap itself (a cause below zero helped), the cause's sentence as its
-    tooltip; a row per scenario."""
+    tooltip; a row per scenario.  ``titled=False``: under a heading that already says "Why
+    not N×?" (the run page), the chart names only its scenario."""
     if gaps.empty:
         return no_data_chart(t("scaling_gap.title", lang), t("scaling_gap.none", lang), lang)
     step, cause, tok_s = (t(f"scaling_gap.axis_{k}", lang) for k in ("step", "cause", "tok_s"))
@@ -489,6 +490,10 @@ def scaling_gap_chart(gaps: pd.DataFrame, lang: str) -> AnyChart:
     width = max(PANEL_WIDTH, GAP_STEP_WIDTH * len(steps))
     layer = alt.layer(bars, ticks, data=data).properties(width=width, height=PANEL_HEIGHT)
     if data["scenario"].nunique() > 1:
-        return layer.facet(row=alt.Row("scenario:N", title=None)).properties(title=_title(t("scaling_gap.title", lang)))
-    return layer.properties(title=_title(t("scaling_gap.title", lang), str(data["scenario"].iloc[0])))
+        faceted = layer.facet(row=alt.Row("scenario:N", title=None))
+        return faceted.properties(title=_title(t("scaling_gap.title", lang))) if titled else faceted
+    scenario = str(data["scenario"].iloc[0])
+    if not titled:
+        return layer.properties(title=_title(f"{t('compare.col.scenario', lang)} {scenario}"))
+    return layer.properties(title=_title(t("scaling_gap.title", lang), scenario))
 

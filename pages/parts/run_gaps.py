@@ -41,7 +41,8 @@ def finished_attempt_gap_chart(run_id: int, attempt_id: int, startup_facts: str,
     """The split's chart of a succeeded attempt, built once per language (60 ms of Altair
     here for a 20-point run, on every visit before).  A resource: every session draws the
     same chart object, which drawing only reads (Streamlit converts a copy of it)."""
-    return styled(scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language))
+    # Untitled: the page's heading above it says "Why not N×?" (the exports keep the title).
+    return styled(scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language, titled=False))
 
 
 def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
