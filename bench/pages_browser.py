@@ -24,11 +24,12 @@ The three visits:
   app process on the same port was visited twice, then stopped: ``_prime``), once the
   server has imported the pages' modules (it says so in its output: scripts/serve_app.py).
   One such visit varied by half a second from one app start to the next here, so the app
-  is started ``COLD_ROUNDS`` times and every page visited cold once per start: the line
-  gives the median and, in brackets, the fastest and slowest settled time.  In the first
-  start the browser has cached only what the pages before it loaded (a page's first
-  visit fetches the scripts of elements no page before it drew); in the later ones,
-  everything, as a returning user's browser has;
+  is started ``COLD_ROUNDS`` times and every page visited cold once per start, in menu
+  order and nothing else between (the reloads and returns come after the last start's
+  cold visits): the line gives the median and, in brackets, the fastest and slowest
+  settled time.  In the first start the browser has cached only what the pages before it
+  loaded (a page's first visit fetches the scripts of elements no page before it drew);
+  in the later ones, everything, as a returning user's browser has;
 - **reload**: the median of 5 more such fresh-tab visits;
 - **in app** (warm): the median of 5 returns to the page inside the open app, as a user
   moves between pages: from the page, the sidebar's link to another page, then the
@@ -256,8 +257,13 @@ def _browser_context(pw: Any, private: bool = False) -> tuple[Any, Any]:
 
 def _page_times(context: Any, name: str, url: str, first: str | None = None) -> PageTimes:
     cold = visit(context, name, url, first)
+    return PageTimes([cold], *_warm_times(context, name, url, first))
+
+
+def _warm_times(context: Any, name: str, url: str, first: str | None = None) -> tuple[list[Visit], list[Visit]]:
+    """The reloads and the returns in the app, after the page's cold visit."""
     reload = [visit(context, name, url, first) for _ in range(WARM_VISITS)]
-    return PageTimes([cold], reload, visits_in_app(context, name, url, WARM_VISITS, first))
+    return reload, visits_in_app(context, name, url, WARM_VISITS, first)
 
 
 PRIMING_VISITS = 2
@@ -284,13 +290,13 @@ def _await_warm_up(log: Path, timeout_s: float = 60) -> None:
 
 def measure(db: Path, tmp: Path, store: Store) -> dict[str, PageTimes]:
     """Per page, as measured.  The app is started on one port: first only to prime the
-    browser, then ``COLD_ROUNDS`` times, each measured from its start (caches empty): every
-    page's cold visit, reloads and returns in the first, one more cold visit each in the
-    others."""
+    browser, then ``COLD_ROUNDS`` times, each measured from its start (caches empty): one
+    cold visit of every page, in menu order, in each start (so that every cold visit
+    follows the same pages), then, in the last start, every page's reloads and returns."""
     from playwright.sync_api import sync_playwright
 
     port = free_port()
-    times: dict[str, PageTimes] = {}
+    cold: dict[str, list[Visit]] = {}
     with sync_playwright() as pw:
         browser, context = _browser_context(pw)
         try:
@@ -299,14 +305,15 @@ def measure(db: Path, tmp: Path, store: Store) -> dict[str, PageTimes]:
             for round_index in range(COLD_ROUNDS):
                 with running_app(_env(db, tmp), timeout_s=120, port=port) as base:
                     _await_warm_up(tmp / f"streamlit-{port}.log")
-                    for name, url in page_urls(base, store).items():
-                        if round_index == 0:
-                            times[name] = _page_times(context, name, url)
-                        else:
-                            times[name].cold.append(visit(context, name, url))
+                    urls = page_urls(base, store)
+                    for name, url in urls.items():
+                        cold.setdefault(name, []).append(visit(context, name, url))
+                    if round_index == COLD_ROUNDS - 1:
+                        return {name: PageTimes(cold[name], *_warm_times(context, name, url))
+                                for name, url in urls.items()}
         finally:
             browser.close()
-    return times
+    raise AssertionError(f"COLD_ROUNDS must be at least 1, not {COLD_ROUNDS}")
 
 
 # Streamlit alone: the frame (st.navigation) and two pages, one a ten-row table.

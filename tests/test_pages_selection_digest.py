@@ -59,3 +59,13 @@ def test_any_change_gives_another_key(store: Store) -> None:
         con.execute("DELETE FROM telemetry_summaries WHERE point_id = (SELECT min(id) FROM sweep_points)")
     keys.add(_frame_digest(_read(store)))
     assert len(keys) == 5
+
+
+def test_frames_alike_but_for_a_dtype_or_its_categories_get_two_keys() -> None:
+    """Column by column, the key still sees what a value's column is: an int column and a
+    float one of equal numbers, or two categoricals whose categories sort differently."""
+    ints = pd.DataFrame({"c": [1, 2]})
+    assert _frame_digest(ints) != _frame_digest(ints.astype("float64"))
+    ab = pd.DataFrame({"c": pd.Categorical(["a", "b"], categories=["a", "b"], ordered=True)})
+    ba = pd.DataFrame({"c": pd.Categorical(["a", "b"], categories=["b", "a"], ordered=True)})
+    assert _frame_digest(ab) != _frame_digest(ba)

@@ -101,7 +101,7 @@ MetricTable = tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]
 def metric_table(c: Comparison, metric: str, lang: str) -> MetricTable:
     """One metric, points × runs: the cells, their styles (by verdict) and the column config;
     built once per comparison (the comparison is per language, so is this)."""
-    return derived(c, ("metric_table", metric), functools.partial(_metric_table, c, metric, lang))
+    return derived(c, ("metric_table", metric, lang), functools.partial(_metric_table, c, metric, lang))
 
 
 def _metric_table(c: Comparison, metric: str, lang: str) -> MetricTable:
@@ -136,7 +136,7 @@ def scaling_table(c: Comparison, lang: str) -> tuple[pd.DataFrame, dict[str, Any
         by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in c.scaling.to_dict("records")}
         return points_pivot(c, lambda key: efficiency_cell(by_point[key], lang) if key in by_point else "", lang)
 
-    return derived(c, "scaling_table", build)
+    return derived(c, ("scaling_table", lang), build)
 
 
 def warm_compare(query: Mapping[str, list[str]]) -> None:
@@ -147,7 +147,7 @@ def warm_compare(query: Mapping[str, list[str]]) -> None:
     if found is None:
         return
     c, lang = found
-    stat = next(iter(query.get("stat", [])), STATISTICS[0])
+    stat = (query.get("stat") or [STATISTICS[0]])[-1]  # the last, as st.query_params.get reads it
     run_headers(c)
     for kind in DEFAULT_KINDS:
         metric_table(c, metric_of(kind, stat if stat in STATISTICS else STATISTICS[0]), lang)

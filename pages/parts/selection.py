@@ -262,10 +262,10 @@ def _frame_digest(frame: pd.DataFrame) -> bytes:
     which pandas lays out differently for equal frames (rows taken from a frame reorder them
     in place; the server's warm-up and the page then found two keys for one comparison)."""
     digest = hashlib.blake2b(digest_size=32)
-    digest.update(pickle.dumps((list(frame.columns), frame.index), protocol=pickle.HIGHEST_PROTOCOL))
+    digest.update(pickle.dumps((list(frame.columns), frame.index, frame.attrs), protocol=pickle.HIGHEST_PROTOCOL))
     for _name, column in frame.items():
         digest.update(pickle.dumps(column.to_numpy(), protocol=pickle.HIGHEST_PROTOCOL))
-        digest.update(str(column.dtype).encode())
+        digest.update(repr(column.dtype).encode())  # repr: a categorical's categories and order too
     return digest.digest()
 
 
