@@ -188,9 +188,8 @@ def _intended_options(baseline: int | None, others: list[int], wanted: list[str]
             frame = cached_points((int(baseline), *others))
         except DbBusy:  # comparison() below says so; the fixed conditions serve meanwhile
             frame = pd.DataFrame()
-        if not frame.empty and int(baseline) in set(frame["run_id"]):
-            choices = cached_intended_choices(frame, int(baseline), tuple(o for o in others
-                                                                          if o in set(frame["run_id"])))
+        if not frame.empty:
+            choices = intended_choices_of(frame, int(baseline), others)
     if not choices:
         choices = list(comparability.CONDITION_NAMES)
     return [*choices, *(w for w in dict.fromkeys(wanted) if w not in choices and comparability.is_condition_name(w))]
@@ -240,8 +239,7 @@ def warm_comparison(query: Mapping[str, list[str]]) -> tuple[Comparison, str] | 
     frame = cached_points((baseline[0], *others))
     if frame.empty or refuses_mix(frame, allow_mixed=query.get("mixed") == ["1"]):
         return None
-    if baseline[0] in set(frame["run_id"]):
-        cached_intended_choices(frame, baseline[0], tuple(o for o in others if o in set(frame["run_id"])))
+    intended_choices_of(frame, baseline[0], others)
     return _cached_comparison(frame, baseline[0], tuple(others), lang, intended, False), lang
 
 
@@ -252,15 +250,17 @@ def refuses_mix(frame: pd.DataFrame, allow_mixed: bool) -> bool:
 
 
 def _frame_digest(frame: pd.DataFrame) -> bytes:
-    """The frame's content as a short key for the cache: a digest of its pickle.  Pickling
-    keeps every value, dtype and label, so frames that differ never share a key (a point
-    that landed is a new key); the same points read twice pickle alike
-    (tests/test_pages_selection_digest.py), so a rerun finds its comparison.  About 6 ms
+    """The frame's content as a short key for the cache: a digest of the pickles of its
+    labels and of each column's values, with each column's dtype (a categorical's
+    categories included), so frames that differ never share a key (a point that landed is
+    a new key); the same points read twice give one key
+    (tests/test_pages_selection_digest.py), so a rerun finds its comparison.  About 3.5 ms
     for nine runs' points, where hashing every column as text took 50-65 ms here
     (Streamlit's own DataFrame hash fails on the dict columns and pickles with a warning
-    in the log on every rerun).  Column by column: a frame's pickle follows its blocks,
-    which pandas lays out differently for equal frames (rows taken from a frame reorder them
-    in place; the server's warm-up and the page then found two keys for one comparison)."""
+    in the log on every rerun).  Column by column, not the frame's own pickle: that follows
+    its blocks, which pandas lays out differently for equal frames (rows taken from a frame
+    reorder them in place; the server's warm-up and the page then found two keys for one
+    comparison)."""
     digest = hashlib.blake2b(digest_size=32)
     digest.update(pickle.dumps((list(frame.columns), frame.index, frame.attrs), protocol=pickle.HIGHEST_PROTOCOL))
     for _name, column in frame.items():
@@ -287,6 +287,15 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
     return comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                     intended_to_differ=frozenset(intended), requests=request_samples(frame),
                                     keep_cold=keep)
+
+
+def intended_choices_of(frame: pd.DataFrame, baseline: int, others: list[int]) -> list[str]:
+    """The intended-difference choices of the runs that have points in ``frame`` (none when
+    the baseline has none), as the picker offers them and the server's warm-up reads them."""
+    present = set(frame["run_id"])
+    if baseline not in present:
+        return []
+    return cached_intended_choices(frame, baseline, tuple(o for o in others if o in present))
 
 
 @st.cache_data(show_spinner=False, max_entries=16, hash_funcs={pd.DataFrame: _frame_digest})
