@@ -22,7 +22,6 @@ from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
-from domain.slides.charts import AnyChart, run_points_chart, telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     clear_run_caches,
@@ -33,7 +32,8 @@ from pages.parts.common import (
     source_label,
     store,
 )
-from pages.parts.run_gaps import finished_attempt_gap_chart, finished_attempt_gap_lists, finished_attempt_gaps
+from pages.parts.run_charts import points_chart_data, points_picture, show_picture, telemetry_picture
+from pages.parts.run_gaps import finished_attempt_gap_lists, finished_attempt_gap_picture, finished_attempt_gaps
 from pages.parts.watch_controls import watch_controls
 
 lang = current_language()
@@ -215,17 +215,8 @@ def points_section(points: list[PointRow], run: RunRow) -> None:
     frame[t("run.col_host", lang)] = [json.loads(p.timing or "{}").get("host") or "—" for p in points]
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={name: st.column_config.NumberColumn(format=fmt) for name, fmt in POINT_FORMATS.items()})
-    chart_data = frame.melt(id_vars=["scenario", "concurrency"], value_vars=["output tok/s", "TTFT p50 (ms)"],
-                            var_name="metric")
-    st.altair_chart(points_chart(chart_data))
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def points_chart(chart_data: pd.DataFrame) -> AnyChart:
-    """:func:`run_points_chart` of these points, built once (30 ms of Altair for 20 points,
-    on every visit and every 2 s refresh before); keyed by the data itself, so a point that
-    lands is a new chart.  A resource: drawing only reads it."""
-    return run_points_chart(chart_data)
+    show_picture(points_picture(points_chart_data(points)), t("run.points_chart_alt", lang))
+    st.caption(t("run.pictures_note", lang))
 
 
 def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> None:
@@ -241,7 +232,7 @@ def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> Non
     samples = pd.concat([pq.read_table(f).to_pandas() for f in files[-8:]], ignore_index=True)
     samples = samples[~samples["warmup"]]
     samples["t"] = samples["ts"] - samples["ts"].min()
-    st.altair_chart(telemetry_sparklines(samples))
+    show_picture(telemetry_picture(samples), t("run.telemetry_chart_alt", lang))
     st.caption(t("run.telemetry_note", lang))
 
 
@@ -344,8 +335,8 @@ def scaling_gap_section(run_id: int, attempt: AttemptRow) -> None:
     if gaps.empty:
         st.caption(t("scaling_gap.none", lang))
         return
-    chart = finished_attempt_gap_chart(run_id, attempt.id, attempt.startup_facts or "", lang)
-    st.altair_chart(chart, theme=None)  # its own sizes, as on the compare page
+    show_picture(finished_attempt_gap_picture(run_id, attempt.id, attempt.startup_facts or "", lang),
+                 t("run.gap_chart_alt", lang))
     for text in finished_attempt_gap_lists(run_id, attempt.id, attempt.startup_facts or "", lang):
         st.markdown(text)
     st.caption(t("scaling_gap.method", lang))

@@ -3,7 +3,7 @@
 A fresh tab spends 0.7-1.0 s loading Streamlit's scripts and opening its websocket before
 the page's script runs (``python -m bench pages_browser``).  For a link that names a
 comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise) or a finished run
-(``/run?run=N``: its "Why not N×?"), the server knows from the HTML request alone what
+(``/run?run=N``: the picture of its points, its "Why not N×?"), the server knows from the HTML request alone what
 the script will compute first.  :class:`WarmOnPageRequest`
 starts that in a background thread through the page's own cached functions
 (``pages/parts/selection.py`` ``warm_comparison``, with the compare page's first tables
@@ -99,7 +99,8 @@ def warm_comparison(query: Query) -> None:
 
 
 def warm_run(query: Query) -> None:
-    """The run page's warmer: a succeeded run's "Why not N×?" (pages/parts/run_gaps.py)."""
+    """The run page's warmer: the picture of a run's points and a succeeded run's "Why not
+    N×?" (pages/parts/run_gaps.py)."""
     from pages.parts.run_gaps import warm_run as warm
 
     warm(query)

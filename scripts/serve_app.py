@@ -115,9 +115,10 @@ def import_quietly(modules: list[str]) -> None:
     """Import each module; one that fails is left for the page that needs it to fail
     visibly (a warm-up must not change what a page shows).  Then one throwaway Altair
     chart, whose first ``to_dict`` loads the schema validator (0.1 s on the first chart
-    page after a start), the UI catalogue, the shipped flag schemas and inspect's module
-    map; then everything loaded so far is frozen out of the garbage collector's passes
-    (``gc.freeze``)."""
+    page after a start), drawn as a picture (vl-convert starts its JavaScript runtime on the
+    first picture of the process: 0.8 s here, before the run page's first), the UI
+    catalogue, the shipped flag schemas and inspect's module map; then everything loaded so
+    far is frozen out of the garbage collector's passes (``gc.freeze``)."""
     start = time.monotonic()
     for name in modules:
         try:
@@ -128,9 +129,10 @@ def import_quietly(modules: list[str]) -> None:
         import pandas as pd
 
         from domain.slides.charts import run_points_chart  # the one package that draws with Altair
+        from domain.slides.deck import page_svg
 
-        run_points_chart(pd.DataFrame({"scenario": ["s"], "concurrency": [1], "metric": ["m"], "value": [1.0]})
-                         ).to_dict()
+        page_svg(run_points_chart(pd.DataFrame({"scenario": ["s"], "concurrency": [1], "metric": ["m"],
+                                                "value": [1.0]})))
     except Exception:  # noqa: S110 - only a warm-up: a page that draws a chart reports its own error
         pass
     try:

@@ -74,6 +74,22 @@ def chart_svg(chart: AnyChart, caveat: Sequence[str], head: Sequence[str] = ()) 
     return str(vl_convert.vegalite_to_svg(_export_spec(chart, caveat, head), allowed_base_urls=[]))
 
 
+def page_svg(chart: AnyChart) -> str:
+    """The chart as a page shows it in a picture: styled as the exports are (:data:`FONT`),
+    without their footer (the page around it says what the footer says).  A picture's text
+    is drawn with the viewer's fonts, and a browser without :data:`FONT` would draw a family
+    it lacks in its default font, a serif: the text falls back to its sans-serif instead
+    (vl-convert writes the family as one attribute value, as the test reads it)."""
+    svg = str(vl_convert.vegalite_to_svg(charts.styled(chart).to_dict(), allowed_base_urls=[]))
+    return svg.replace(f'font-family="{FONT}"', f'font-family="{FONT}, sans-serif"')
+
+
+def svg_width(svg: str) -> int:
+    """The width in CSS pixels that vl-convert gives a picture (its root element's ``width``)."""
+    root = svg[:svg.index(">")]
+    return round(float(root.split(' width="', 1)[1].split('"', 1)[0]))
+
+
 def comparison_chart_png(c: Comparison, chart: AnyChart, scale: float = PNG_SCALE) -> bytes:
     """A chart of ``c`` as PNG, saying what changed and carrying the caveat."""
     return chart_png(chart, c.caveat, scale, head=export_head(c))

@@ -1,7 +1,8 @@
 """The run page's "Why not N×?" of a succeeded attempt (pages/run.py), computed once per
 attempt and written once per language, here rather than in the page so that the server can
 compute it for a link before the page's first run does (:func:`warm_run`,
-scripts/page_warmup.py), as it does for a linked comparison."""
+scripts/page_warmup.py), as it does for a linked comparison; the warm-up draws the picture
+of the run's points too (pages/parts/run_charts.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from domain.core.i18n import t
 from domain.core.markdown import md_text
 from domain.results.scaling_gap import gap_sentences
 from domain.slides.charts import AnyChart, scaling_gap_chart, styled
+from domain.slides.deck import page_svg
 from pages.parts.common import language_of_link, store
+from pages.parts.run_charts import points_chart_data, points_picture
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -45,6 +48,12 @@ def finished_attempt_gap_chart(run_id: int, attempt_id: int, startup_facts: str,
     return styled(scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language, titled=False))
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def finished_attempt_gap_picture(run_id: int, attempt_id: int, startup_facts: str, language: str) -> str:
+    """:func:`finished_attempt_gap_chart` as the picture the page shows (pages/parts/run_charts.py)."""
+    return page_svg(finished_attempt_gap_chart(run_id, attempt_id, startup_facts, language))
+
+
 def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
     """One scenario's steps as one Markdown list, each step's causes under it.  Per scenario:
     two scenarios' steps share their concurrencies, and one flat list said "c=1→2" twice
@@ -59,8 +68,9 @@ def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
 
 def warm_run(query: Mapping[str, list[str]]) -> None:
     """What the run page computes first for a fresh session opened on ``/run?run=N`` (and
-    ``lang``), with the same keys: the split, its lists and its chart of the run's latest
-    attempt, when it has succeeded (the page shows them for no other).  Called by the
+    ``lang``), with the same keys: the picture of the points of the run's latest attempt,
+    and, when it has succeeded, the split, its lists and its picture (the page shows them
+    for no other).  Called by the
     server when it sends the page's HTML (scripts/page_warmup.py).  The run and its
     attempts are read as the page reads them, so a run that changed since is keyed as the
     page will key it."""
@@ -70,9 +80,14 @@ def warm_run(query: Mapping[str, list[str]]) -> None:
     run_id = int(text)
     run = store().get_run(run_id)
     attempts = store().attempts_of(run_id) if run is not None else []
-    if run is None or run.status != "succeeded" or not attempts:
+    if run is None or not attempts:
         return
     latest = attempts[-1]
+    points = [p for p in store().points_of(run_id) if p.attempt_id == latest.id]
+    if points:
+        points_picture(points_chart_data(points))
+    if run.status != "succeeded":
+        return
     language = language_of_link(next(iter(query.get("lang", [])), None))
     finished_attempt_gap_lists(run_id, latest.id, latest.startup_facts or "", language)
-    finished_attempt_gap_chart(run_id, latest.id, latest.startup_facts or "", language)
+    finished_attempt_gap_picture(run_id, latest.id, latest.startup_facts or "", language)
