@@ -22,6 +22,7 @@ from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
+from domain.slides.charts import telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     clear_run_caches,
@@ -32,7 +33,7 @@ from pages.parts.common import (
     source_label,
     store,
 )
-from pages.parts.run_charts import points_chart_data, points_picture, show_picture, telemetry_picture
+from pages.parts.run_charts import points_chart_data, points_picture, show_picture
 from pages.parts.run_gaps import finished_attempt_gap_lists, finished_attempt_gap_picture, finished_attempt_gaps
 from pages.parts.watch_controls import watch_controls
 
@@ -232,7 +233,10 @@ def telemetry_section(attempt: AttemptRow, telemetry: list[TelemetryRow]) -> Non
     samples = pd.concat([pq.read_table(f).to_pandas() for f in files[-8:]], ignore_index=True)
     samples = samples[~samples["warmup"]]
     samples["t"] = samples["ts"] - samples["ts"].min()
-    show_picture(telemetry_picture(samples), t("run.telemetry_chart_alt", lang))
+    # Still a Vega chart: a point's samples at 4 Hz soon pass 5,000 rows, which vl-convert
+    # draws in seconds (and Altair's default transformer refuses), redrawn every 2 s while
+    # the run goes on; Streamlit sends the frame as Arrow and the browser draws it.
+    st.altair_chart(telemetry_sparklines(samples))
     st.caption(t("run.telemetry_note", lang))
 
 

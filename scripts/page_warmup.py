@@ -2,9 +2,9 @@
 
 A fresh tab spends 0.7-1.0 s loading Streamlit's scripts and opening its websocket before
 the page's script runs (``python -m bench pages_browser``).  For a link that names a
-comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise) or a finished run
-(``/run?run=N``: the picture of its points, its "Why not N×?"), the server knows from the HTML request alone what
-the script will compute first.  :class:`WarmOnPageRequest`
+comparison (``/compare?baseline=1&runs=2,3``, the checklist likewise) or a run
+(``/run?run=N``: the picture of its points; a finished run's "Why not N×?"), the server
+knows from the HTML request alone what the script will compute first.  :class:`WarmOnPageRequest`
 starts that in a background thread through the page's own cached functions
 (``pages/parts/selection.py`` ``warm_comparison``, with the compare page's first tables
 ``pages/parts/compare_tables.py`` ``warm_compare``; ``pages/parts/run_gaps.py``

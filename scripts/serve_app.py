@@ -129,10 +129,10 @@ def import_quietly(modules: list[str]) -> None:
         import pandas as pd
 
         from domain.slides.charts import run_points_chart  # the one package that draws with Altair
-        from domain.slides.deck import page_svg
+        from domain.slides.deck import page_spec, page_svg
 
-        page_svg(run_points_chart(pd.DataFrame({"scenario": ["s"], "concurrency": [1], "metric": ["m"],
-                                                "value": [1.0]})))
+        page_svg(page_spec(run_points_chart(pd.DataFrame({"scenario": ["s"], "concurrency": [1], "metric": ["m"],
+                                                          "value": [1.0]}))))
     except Exception:  # noqa: S110 - only a warm-up: a page that draws a chart reports its own error
         pass
     try:

@@ -6,6 +6,7 @@ a real DuckDB file with synthetic succeeded runs, bench/synthetic.py)."""
 from __future__ import annotations
 
 import base64
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from bench import synthetic
 from db import Store
 from domain.core.i18n import t
 from domain.slides.charts import FONT, run_points_chart
-from domain.slides.deck import page_svg, svg_width
+from domain.slides.deck import svg_width
 from pages.parts import run_charts, run_gaps
 from tests.support.calls import counted
 from tests.support.pages import open_page
@@ -50,7 +51,7 @@ def test_a_picture_keeps_a_name_with_markup_as_text_and_falls_back_to_a_sans_ser
     name = '<b>&"負荷" s0</b>'
     data = pd.DataFrame({"scenario": [name, name], "concurrency": [1, 2], "metric": ["output tok/s"] * 2,
                          "value": [100.0, 190.0]})
-    svg = page_svg(run_points_chart(data))
+    svg = run_charts.picture(run_points_chart(data))
     root = ET.fromstring(svg)  # noqa: S314 - our own renderer's output; well-formed: the name stayed text
     texts = ["".join(node.itertext()) for node in root.iter("{http://www.w3.org/2000/svg}text")]
     assert name in texts
@@ -68,10 +69,28 @@ def test_a_linked_runs_pictures_drawn_by_the_server_are_the_ones_the_page_shows(
     synthetic.fill(store, runs=1, points_per_run=8)
     run = store.list_runs(limit=1)[0]
     drawn: list[str] = []
-    monkeypatch.setattr(run_charts, "page_svg", counted(run_charts.page_svg, "points", drawn))
-    monkeypatch.setattr(run_gaps, "page_svg", counted(run_gaps.page_svg, "gaps", drawn))
+    monkeypatch.setattr(run_charts, "page_svg", counted(run_charts.page_svg, "picture", drawn))
     run_gaps.warm_run({"run": [str(run.id)], "lang": ["ja"]})
-    assert sorted(drawn) == ["gaps", "points"]
+    assert drawn == ["picture", "picture"]  # the points' and the gaps'
     at = open_page("run", run=str(run.id), lang="ja")
     assert len([img for image in at.get("image") for img in image.proto.imgs]) == 2
-    assert sorted(drawn) == ["gaps", "points"]  # the page found both drawn
+    assert drawn == ["picture", "picture"]  # the page found both drawn
+
+
+def test_a_pictures_spec_waits_for_streamlits_altair_lock() -> None:
+    """Streamlit swaps Altair's process-wide data transformer and theme under this lock while
+    it converts any session's st.altair_chart; a spec made meanwhile carried no data and drew
+    an empty chart.  The picture waits for the lock, then carries its data."""
+    from streamlit.elements.vega_charts import _altair_globals_lock
+
+    data = pd.DataFrame({"scenario": ["s0", "s0"], "concurrency": [1, 2], "metric": ["output tok/s"] * 2,
+                         "value": [123.0, 456.0]})
+    done: list[str] = []
+    with _altair_globals_lock:
+        worker = threading.Thread(target=lambda: done.append(run_charts.picture(run_points_chart(data))))
+        worker.start()
+        worker.join(timeout=1.0)
+        assert worker.is_alive() and not done  # held back while Streamlit would be converting
+    worker.join(timeout=30)
+    assert done and 'class="mark-line' in done[0]  # drawn with its line
+    assert done[0] == run_charts.picture(run_points_chart(data))  # as drawn with nobody else at Altair

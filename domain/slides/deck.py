@@ -74,19 +74,27 @@ def chart_svg(chart: AnyChart, caveat: Sequence[str], head: Sequence[str] = ()) 
     return str(vl_convert.vegalite_to_svg(_export_spec(chart, caveat, head), allowed_base_urls=[]))
 
 
-def page_svg(chart: AnyChart) -> str:
-    """The chart as a page shows it in a picture: styled as the exports are (:data:`FONT`),
-    without their footer (the page around it says what the footer says).  A picture's text
-    is drawn with the viewer's fonts, and a browser without :data:`FONT` would draw a family
-    it lacks in its default font, a serif: the text falls back to its sans-serif instead
-    (vl-convert writes the family as one attribute value, as the test reads it)."""
-    svg = str(vl_convert.vegalite_to_svg(charts.styled(chart).to_dict(), allowed_base_urls=[]))
+def page_spec(chart: AnyChart) -> dict[str, Any]:
+    """The Vega-Lite spec of a chart as a page shows it in a picture: styled as the exports
+    are (:data:`FONT`), without their footer (the page around it says what the footer says).
+    Made with Altair's process-wide data transformer and theme: a page takes Streamlit's
+    lock around it (pages/parts/run_charts.py ``picture``)."""
+    return charts.styled(chart).to_dict()
+
+
+def page_svg(spec: dict[str, Any]) -> str:
+    """:func:`page_spec`'s spec as SVG.  A picture's text is drawn with the viewer's fonts,
+    and a browser without :data:`FONT` would draw a family it lacks in its default font, a
+    serif: the text falls back to its sans-serif instead (vl-convert writes the family as
+    one attribute value, always this one: tests/test_run_charts.py)."""
+    svg = str(vl_convert.vegalite_to_svg(spec, allowed_base_urls=[]))
     return svg.replace(f'font-family="{FONT}"', f'font-family="{FONT}, sans-serif"')
 
 
 def svg_width(svg: str) -> int:
     """The width in CSS pixels that vl-convert gives a picture (its root element's ``width``)."""
-    root = svg[:svg.index(">")]
+    root = svg[svg.index("<svg"):]
+    root = root[:root.index(">")]
     return round(float(root.split(' width="', 1)[1].split('"', 1)[0]))
 
 

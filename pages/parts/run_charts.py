@@ -1,27 +1,30 @@
-"""The run page's charts as pictures the server draws (pages/run.py).
+"""The run page's charts of its points and of "Why not N×?" as pictures the server draws
+(pages/run.py).
 
-In a fresh tab the browser spent about 0.6 s drawing the run page's two Vega charts (its
-points and its "Why not N×?"): eight app starts with them and eight without, settled 2.04 s
-and 1.42 s median (the cold visit of ``bench/pages_browser.py``, 10,000 runs).  Most of it
-is Vega's code running for the first time in the tab, which the first chart pays whatever
-its size, so one chart fewer saved little.  A picture drawn by vl-convert, as the exports
-are (``domain.slides.deck.page_svg``), costs the browser next to nothing: eight starts of
-each, interleaved, settled 2.02 s with the Vega charts, 1.88 s with PNG pictures (drawn at
-2×: 0.25-0.5 s of the server each) and 1.65 s with SVG pictures (0.2 s each), so SVG.  The
-server draws each picture once, cached by the data it shows (the first of the process is
-drawn at start-up: ``scripts/serve_app.py``), and a run's link draws them before its page
-asks (``run_gaps.warm_run``).  A picture has no tooltips: the table above the points holds
-every number, the list under "Why not N×?" every cause's sentence.
+In a fresh tab the browser spent about 0.6 s drawing the run page's two Vega charts: eight
+app starts with them and eight without, settled 2.04 s and 1.42 s median (the cold visit of
+``bench/pages_browser.py``, 10,000 runs).  Most of it is Vega's code running for the first
+time in the tab, which the first chart pays whatever its size, so one chart fewer saved
+little.  A picture drawn by vl-convert, as the exports are (``domain.slides.deck``), costs
+the browser next to nothing: eight starts of each, interleaved, settled 2.02 s with the Vega
+charts, 1.88 s with PNG pictures (drawn at 2×: 0.25-0.5 s of the server each) and 1.65 s
+with SVG pictures (0.2 s each), so SVG.  The server draws each picture once, cached by the
+data it shows; vl-convert's runtime is started at start-up (``scripts/serve_app.py``), and a
+run's link draws its pictures before its page asks (``run_gaps.warm_run``).  A picture has
+no tooltips: the table above the points holds every number, the list under "Why not N×?"
+every cause's sentence.  The telemetry stays a Vega chart (pages/run.py says why), so a run
+with telemetry still pays Vega's first chart.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.elements.vega_charts import _altair_globals_lock
 
 from db.rows import PointRow
-from domain.slides.charts import run_points_chart, telemetry_sparklines
-from domain.slides.deck import page_svg, svg_width
+from domain.slides.charts import AnyChart, run_points_chart
+from domain.slides.deck import page_spec, page_svg, svg_width
 
 # The points chart's metrics: (the point's field, the name the page's table gives it).
 CHARTED = (("output_throughput", "output tok/s"), ("ttft_median_ms", "TTFT p50 (ms)"))
@@ -36,16 +39,21 @@ def points_chart_data(points: list[PointRow]) -> pd.DataFrame:
                      var_name="metric")
 
 
+def picture(chart: AnyChart) -> str:
+    """The chart as SVG.  Its spec is made under Streamlit's lock of Altair's process-wide
+    data transformer and theme (a private name of Streamlit 1.67, which a test checks):
+    Streamlit swaps both while it converts any session's ``st.altair_chart``, and a spec
+    made in that window names its data without carrying it, which vl-convert draws as an
+    empty chart (a review of this change reproduced it); cached, it would stay empty."""
+    with _altair_globals_lock:
+        spec = page_spec(chart)
+    return page_svg(spec)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def points_picture(chart_data: pd.DataFrame) -> str:
     """:func:`run_points_chart` as SVG, keyed by the points: a point that lands is a new picture."""
-    return page_svg(run_points_chart(chart_data))
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def telemetry_picture(samples: pd.DataFrame) -> str:
-    """:func:`telemetry_sparklines` as SVG, keyed by the samples."""
-    return page_svg(telemetry_sparklines(samples))
+    return picture(run_points_chart(chart_data))
 
 
 def show_picture(svg: str, alt: str) -> None:

@@ -17,9 +17,8 @@ from domain.core.i18n import t
 from domain.core.markdown import md_text
 from domain.results.scaling_gap import gap_sentences
 from domain.slides.charts import AnyChart, scaling_gap_chart, styled
-from domain.slides.deck import page_svg
 from pages.parts.common import language_of_link, store
-from pages.parts.run_charts import points_chart_data, points_picture
+from pages.parts.run_charts import picture, points_chart_data, points_picture
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -51,7 +50,7 @@ def finished_attempt_gap_chart(run_id: int, attempt_id: int, startup_facts: str,
 @st.cache_data(show_spinner=False, max_entries=32)
 def finished_attempt_gap_picture(run_id: int, attempt_id: int, startup_facts: str, language: str) -> str:
     """:func:`finished_attempt_gap_chart` as the picture the page shows (pages/parts/run_charts.py)."""
-    return page_svg(finished_attempt_gap_chart(run_id, attempt_id, startup_facts, language))
+    return picture(finished_attempt_gap_chart(run_id, attempt_id, startup_facts, language))
 
 
 def gap_list(scenario: str, steps: pd.DataFrame, language: str) -> str:
