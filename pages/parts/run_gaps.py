@@ -16,7 +16,7 @@ from db.scaling_gap_inputs import explained_run
 from domain.core.i18n import t
 from domain.core.markdown import md_text
 from domain.results.scaling_gap import gap_sentences
-from domain.slides.charts import AnyChart, scaling_gap_chart, styled
+from domain.slides.charts import AnyChart, scaling_gap_chart
 from pages.parts.common import language_of_link, store
 from pages.parts.run_charts import picture, points_chart_data, points_picture
 
@@ -38,13 +38,11 @@ def finished_attempt_gap_lists(run_id: int, attempt_id: int, startup_facts: str,
     return [gap_list(str(scenario), steps, language) for scenario, steps in gaps.groupby("scenario", sort=True)]
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
 def finished_attempt_gap_chart(run_id: int, attempt_id: int, startup_facts: str, language: str) -> AnyChart:
-    """The split's chart of a succeeded attempt, built once per language (60 ms of Altair
-    here for a 20-point run, on every visit before).  A resource: every session draws the
-    same chart object, which drawing only reads (Streamlit converts a copy of it)."""
+    """The split's chart of a succeeded attempt, as its picture draws it (styled there:
+    ``deck.page_spec``); built only when the picture is, which is cached."""
     # Untitled: the page's heading above it says "Why not N×?" (the exports keep the title).
-    return styled(scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language, titled=False))
+    return scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language, titled=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -69,10 +67,9 @@ def warm_run(query: Mapping[str, list[str]]) -> None:
     """What the run page computes first for a fresh session opened on ``/run?run=N`` (and
     ``lang``), with the same keys: the picture of the points of the run's latest attempt,
     and, when it has succeeded, the split, its lists and its picture (the page shows them
-    for no other).  Called by the
-    server when it sends the page's HTML (scripts/page_warmup.py).  The run and its
-    attempts are read as the page reads them, so a run that changed since is keyed as the
-    page will key it."""
+    for no other).  Called by the server when it sends the page's HTML
+    (scripts/page_warmup.py).  The run and its attempts are read as the page reads them, so
+    a run that changed since is keyed as the page will key it."""
     text = next(iter(query.get("run", [])), "")
     if not text.isdigit():  # as the page reads it (pages/run.py _run_id)
         return
