@@ -182,15 +182,44 @@ def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
     frame has ``point_id`` and every repeat of the point has samples."""
     keys = ["run_id", *POINT]
     described = ["run_name", "source", "gpu_count", *(["gpus_used"] if "gpus_used" in frame.columns else [])]
-    summary = _summary_of_records(frame, metrics, keys, described)
-    if requests is not None and "point_id" in frame.columns:
-        for key, rows in frame.groupby(keys, sort=True, dropna=False):
-            samples = _samples_of(rows, requests)
-            if samples is not None:
-                columns = _SampledPoint(rows, samples, metrics).columns()
-                summary.loc[key, list(columns)] = pd.Series(columns, dtype=object)
+    summary = _with_sampled_points(_summary_of_records(frame, metrics, keys, described),
+                                   _sampled_points(frame, metrics, keys, requests))
     per_metric = [f"{m.name}{suffix}" for m in metrics for suffix in SUMMARY_SUFFIXES]
     return summary[[*described, "repeats", "low_n_p99", *per_metric]].reset_index()
+
+
+def _sampled_points(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[str],
+                    requests: RequestSamples | None) -> dict[int, dict[str, Any]]:
+    """The summary columns of every point whose repeats all have samples, by the point's
+    position in the summary (the groups of ``keys`` in sorted order, as the summary's rows)."""
+    if not requests or "point_id" not in frame.columns or not frame["point_id"].isin(list(requests)).any():
+        return {}
+    # The columns a sampled point reads, not the whole frame: each group copies them, and
+    # the frame's eighty-odd columns made grouping most of a nine-run summary's time.
+    read = dict.fromkeys([*keys, "point_id", "duration_s", *(m.column for m in metrics)])
+    narrow = frame[[c for c in read if c in frame.columns]]
+    found = {}
+    for position, (_key, rows) in enumerate(narrow.groupby(keys, sort=True, dropna=False)):
+        samples = _samples_of(rows, requests)
+        if samples is not None:
+            found[position] = _SampledPoint(rows, samples, metrics).columns()
+    return found
+
+
+def _with_sampled_points(summary: pd.DataFrame, sampled: dict[int, dict[str, Any]]) -> pd.DataFrame:
+    """The summary with the sampled points' columns in their rows, each column keeping its
+    dtype.  Set column by column, once: a row at a time (``.loc[point, columns]``) copied
+    the summary's index for every cell, seconds for nine runs with samples."""
+    if not sampled:
+        return summary
+    rows = list(sampled)
+    names = list(dict.fromkeys(name for columns in sampled.values() for name in columns))
+    replaced = {}
+    for name in names:
+        values = summary[name].to_numpy(dtype=object, copy=True)
+        values[rows] = [columns.get(name, values[row]) for row, columns in sampled.items()]
+        replaced[name] = pd.Series(values, index=summary.index, dtype=object).astype(summary[name].dtype)
+    return pd.concat([summary.drop(columns=names), pd.DataFrame(replaced, index=summary.index)], axis=1)
 
 
 def _summary_of_records(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[str],
@@ -362,7 +391,7 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
         wanted.insert(0, baseline_run_id)
     if summary is None:
         summary = summarise_points(frame[frame["run_id"].isin(wanted)], metrics, requests)
-    long = pd.concat([_metric_rows(summary, m) for m in metrics], ignore_index=True)
+    long = _metric_rows(summary, metrics)
     base = long[long["run_id"] == baseline_run_id][
         [*POINT, "metric", "value", "ci", "ci_source", "repeats", "basis", "n"]].rename(
         columns={"value": "baseline_value", "ci": "baseline_ci", "ci_source": "baseline_ci_source",
@@ -370,8 +399,7 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     table = long.merge(base, on=[*POINT, "metric"], how="left")
     table["baseline_repeats"] = table["baseline_repeats"].fillna(0).astype(int)
     _add_deltas(table, baseline_run_id)
-    table["low_n"] = [_low_n(q, n) or _low_n(q, bn) for q, n, bn in
-                      zip(table["quantile"], table["n"], table["baseline_n"], strict=True)]
+    table["low_n"] = _low_n(table)
     metric_order = {m.name: i for i, m in enumerate(metrics)}
     run_order = {run_id: i for i, run_id in enumerate(wanted)}
     order = pd.DataFrame({"s": table["scenario"].astype(str), "c": table["concurrency"],
@@ -380,27 +408,69 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     return ordered[list(COMPARE_COLUMNS)].reset_index(drop=True)
 
 
-def _metric_rows(summary: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    columns = {f"{metric.name}{suffix}": name for suffix, name in
-               zip(SUMMARY_SUFFIXES, ("value", "ci", "ci_source", "basis", "n"), strict=True)}
-    rows = summary[["run_id", "run_name", "source", *POINT, "repeats", *columns]].rename(columns=columns)
-    return rows.assign(metric=metric.name, direction=metric.direction, quantile=metric.quantile_pct)
+_LONG_NAMES = ("value", "ci", "ci_source", "basis", "n")
 
 
-def _low_n(quantile: object, n: object) -> bool:
-    if quantile is None or is_missing(quantile) or is_missing(n):
-        return False
-    return float(n) < req.min_requests_for(float(quantile))  # type: ignore[arg-type]
+def _metric_rows(summary: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataFrame:
+    """The summary's points once per metric, metric after metric: the point's columns, the
+    metric's five (:data:`SUMMARY_SUFFIXES`, named :data:`_LONG_NAMES`), its name, direction
+    and quantile.  Built column by column: a frame per metric, renamed and concatenated,
+    was a third of a nine-run comparison's compare table."""
+    size = len(summary)
+    long = summary[["run_id", "run_name", "source", *POINT, "repeats"]].take(
+        np.tile(np.arange(size), len(metrics))).reset_index(drop=True)
+    for suffix, name in zip(SUMMARY_SUFFIXES, _LONG_NAMES, strict=True):
+        long[name] = pd.concat([summary[f"{m.name}{suffix}"] for m in metrics], ignore_index=True)
+    long["metric"] = pd.Series(np.repeat([m.name for m in metrics], size), dtype="str")
+    # Object columns, as the metrics hold them (None where a metric has no direction or quantile).
+    long["direction"] = pd.Series(np.repeat(np.array([m.direction for m in metrics], dtype=object), size), dtype=object)
+    long["quantile"] = pd.Series(np.repeat(np.array([m.quantile_pct for m in metrics], dtype=object), size),
+                                 dtype=object)
+    return long
+
+
+def _low_n(table: pd.DataFrame) -> np.ndarray:
+    """Per row: a quantile from fewer requests than a bootstrap needs
+    (:func:`requests.min_requests_for`), on either side; False without a count."""
+    quantile = pd.to_numeric(table["quantile"], errors="coerce").to_numpy(dtype=float)
+    needed = np.full(len(table), np.nan)
+    for q in set(quantile[~np.isnan(quantile)]):
+        needed[quantile == q] = req.min_requests_for(float(q))
+    with np.errstate(invalid="ignore"):  # NaN compares False: no count, no quantile
+        return ((table["n"].to_numpy(dtype=float) < needed)
+                | (table["baseline_n"].to_numpy(dtype=float) < needed))
 
 
 def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
-    """Fills delta_pct, noise_pct, noise_source and verdict with the scalar rules below."""
-    rows = zip(table["run_id"], table["value"], table["ci"], table["ci_source"], table["baseline_value"],
-               table["baseline_ci"], table["baseline_ci_source"], table["direction"], strict=True)
-    filled = [_delta_of(run_id == baseline_run_id, *rest) for run_id, *rest in rows]
-    columns = ("delta_pct", "noise_pct", "noise_source", "verdict")
-    for i, column in enumerate(columns):
-        table[column] = [row[i] for row in filled]
+    """Fills delta_pct, noise_pct, noise_source and verdict, vectorised: the rules of
+    :func:`delta_pct`, :func:`noise_band_pct` and :func:`verdict`, which say them for one
+    row (a row at a time was a fifth of a nine-run comparison's compare table)."""
+    value, base = table["value"].to_numpy(dtype=float), table["baseline_value"].to_numpy(dtype=float)
+    ci, base_ci = table["ci"].to_numpy(dtype=float), table["baseline_ci"].to_numpy(dtype=float)
+    is_baseline = (table["run_id"] == baseline_run_id).to_numpy()
+    usable = ~np.isnan(base) & (base != 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as Python's floats: inf, no warning
+        delta = np.where(usable & ~np.isnan(value), (value - base) / np.abs(base) * 100.0, np.nan)
+    has_noise = usable & ~np.isnan(ci) & ~np.isnan(base_ci) & ~is_baseline
+    noise = np.full(len(table), np.nan)
+    # math.hypot per row, not np.hypot: the one-row rule's own arithmetic, to the last bit.
+    noise[has_noise] = [math.hypot(a, b) / abs(v) * 100.0 for a, b, v in
+                        zip(ci[has_noise].tolist(), base_ci[has_noise].tolist(), base[has_noise].tolist(), strict=True)]
+    sources = np.full(len(table), None, dtype=object)
+    same_source = (table["ci_source"].to_numpy(dtype=object) == table["baseline_ci_source"].to_numpy(dtype=object))
+    sources[has_noise] = np.where(same_source[has_noise], table["ci_source"].to_numpy(dtype=object)[has_noise],
+                                  "repeats+bootstrap")
+    direction = table["direction"].to_numpy(dtype=object)
+    higher, lower = direction == "higher", direction == "lower"
+    with np.errstate(invalid="ignore"):
+        judged = np.select(
+            [np.isnan(delta), np.isnan(noise), np.abs(delta) <= noise, ~(higher | lower), (delta > 0) == higher],
+            ["n/a", "uncertain", "same", "changed", "better"], "worse")
+    verdicts = np.where(is_baseline, "baseline", np.where(np.isnan(base), "n/a", judged))
+    table["delta_pct"] = np.where(is_baseline, np.nan, delta)
+    table["noise_pct"] = noise
+    table["noise_source"] = sources.tolist()
+    table["verdict"] = verdicts.tolist()
 
 
 def _delta_of(is_baseline: bool, value: float, ci: float, ci_source: object, base: float, base_ci: float,
