@@ -90,8 +90,11 @@ def _layer_name(layers: LayerTable, layer_id: object) -> str:
 def config_diff_section(c: Comparison) -> None:
     st.subheader(t("compare.config_diff", lang))
     show_all = st.toggle(t("compare.show_all_flags", lang))
-    diff = derived(c, ("config_diff", show_all),
-                   lambda: comparability.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all))
+    # The differing flags are the comparison's own (``flag_diff``, the same call): only the
+    # full list is computed here, when asked for.
+    diff = c.flag_diff if not show_all else derived(
+        c, ("config_diff", show_all),
+        lambda: comparability.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all))
     if diff.empty:
         st.caption(t("compare.no_flag_diff", lang))
     else:
