@@ -33,6 +33,7 @@ import ast
 import gc
 import importlib
 import inspect
+import logging
 import os
 import sys
 import threading
@@ -108,7 +109,9 @@ def page_modules() -> list[str]:
     # Also pandas' Styler (with jinja2), which ``DataFrame.style`` imports on the first
     # styled table (0.07 s).
     pages_import = {n for n in names - {"__future__"} if n.split(".")[0] not in ("pages", "streamlit")}
-    return sorted(pages_import | {"streamlit.emojis", "pandas.io.formats.style"})
+    # And scipy.stats, which a comparison of points with per-request samples imports for
+    # its bootstrap (domain/results/requests.py imports it late, for the runner's sake): 0.9 s.
+    return sorted(pages_import | {"streamlit.emojis", "pandas.io.formats.style", "scipy.stats"})
 
 
 def import_quietly(modules: list[str]) -> None:
@@ -117,14 +120,11 @@ def import_quietly(modules: list[str]) -> None:
     chart, whose first ``to_dict`` loads the schema validator (0.1 s on the first chart
     page after a start), drawn as a picture (vl-convert starts its JavaScript runtime on the
     first picture of the process: 0.8 s here, before the run page's first), the UI
-    catalogue, the shipped flag schemas and inspect's module map; then everything loaded so
+    catalogue, the shipped flag schemas and inspect's module map; the pages' parts and the
+    store once the runtime exists (:func:`warm_parts_and_store`); then everything loaded so
     far is frozen out of the garbage collector's passes (``gc.freeze``)."""
     start = time.monotonic()
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: S112 - see the docstring
-            continue
+    import_quietly_each(modules)
     try:
         import pandas as pd
 
@@ -149,12 +149,61 @@ def import_quietly(modules: list[str]) -> None:
         inspect.stack()
     except Exception:  # noqa: S110 - only a warm-up: the page that reads them reports its own error
         pass
+    warm_parts_and_store()
     # What is loaded now lives as long as the server: out of the garbage collector's sight
     # from here on.  Streamlit collects all generations after every script run
     # (runner.postScriptGC), holding the GIL while the run's last messages wait to be sent;
     # over these ~200,000 objects that took 0.13-0.26 s a rerun.
     gc.freeze()
     print(f"{WARMED_UP} ({len(modules)} modules in {time.monotonic() - start:.1f} s)", flush=True)
+
+
+RUNTIME_WAIT_S = 60.0  # how long the warm-up waits for Streamlit's runtime before giving up on the parts
+
+
+def part_modules() -> list[str]:
+    """The pages' own parts (pages/parts/*.py): libraries of the pages, with no element drawn
+    when imported."""
+    return sorted(f"pages.parts.{path.stem}" for path in (ROOT / "pages" / "parts").glob("*.py")
+                  if path.stem != "__init__")
+
+
+def warm_parts_and_store() -> None:
+    """Once Streamlit's runtime exists (the parts' caches must be made inside it: see
+    :func:`page_modules`), import the pages' parts and open the store, which checks the
+    schema (``Store.migrate``).  A cold visit of the compare page paid both on its path:
+    0.15 s importing its parts and 0.15 s checking migrations, profiled in the server.
+    A store that cannot be opened now (the runner holds the file) is opened by the first
+    page, as before, and says why there."""
+    from streamlit import runtime
+
+    deadline = time.monotonic() + RUNTIME_WAIT_S
+    while not runtime.exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+    # Outside a session Streamlit warns, for each thread, that it has no script context;
+    # here that is the point, and the warning would read as a fault in the server's output.
+    context_log = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    level = context_log.level
+    context_log.setLevel(logging.ERROR)
+    try:
+        import_quietly_each(part_modules())
+        from pages.parts.common import store
+
+        store()
+    except Exception:  # noqa: S110 - only a warm-up: the first page opens the store itself and shows why not
+        pass
+    finally:
+        context_log.setLevel(level)
+
+
+def import_quietly_each(modules: list[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: S112 - the page that imports it fails visibly
+            continue
 
 
 def main() -> int:

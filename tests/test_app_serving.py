@@ -8,6 +8,7 @@ noticing."""
 from __future__ import annotations
 
 import ast
+import os
 import threading
 import time
 import tomllib
@@ -193,3 +194,28 @@ def test_a_peer_not_let_in_starts_nothing() -> None:
 ])
 def test_who_may_start_a_warm_up(mode: str, peer: str, allowed: bool) -> None:
     assert allowed_peer(mode, ["10.0.0.5"])(peer) is allowed
+
+
+def test_the_server_opens_the_store_and_imports_the_parts_before_the_first_visit(tmp_path) -> None:
+    """Started as ``make run`` starts it, with no page visited: by the time the server says
+    its warm-up is done, the database exists with every migration applied (the first page
+    no longer checks the schema on its path), and its output carries no warning (the
+    warm-up's thread has no session, and Streamlit would say so)."""
+    import duckdb
+
+    from bench.pages_browser import _await_warm_up
+    from db.migrations import MIGRATIONS
+    from tests.support.app_server import free_port, running_app
+
+    db, port = tmp_path / "bd.duckdb", free_port()
+    env = {**os.environ, "BENCHDECK_DB": str(db), "BENCHDECK_WORK_DIR": str(tmp_path / "runs"),
+           "BENCHDECK_AUTH_MODE": "local", "PYTHONPATH": str(ROOT)}
+    log = tmp_path / f"streamlit-{port}.log"
+    with running_app(env, timeout_s=120, port=port):
+        _await_warm_up(log, timeout_s=120)
+    with duckdb.connect(str(db), read_only=True) as con:
+        applied = {row[0] for row in con.execute("SELECT number FROM schema_migrations").fetchall()}
+    assert applied == {m.number for m in MIGRATIONS}
+    output = log.read_text(encoding="utf-8")
+    assert "missing ScriptRunContext" not in output
+    assert "Traceback" not in output
