@@ -54,6 +54,17 @@ class Comparison:
     keep_cold: frozenset[tuple[object, object, object]] = frozenset()
 
     @cached_property
+    def run_names(self) -> dict[object, tuple[object, object]]:
+        """Per run of the summary: (run_name, source), as its first row says them."""
+        first = self.summary[["run_id", "run_name", "source"]].drop_duplicates("run_id")
+        return {run_id: (name, source) for run_id, name, source in first.itertuples(index=False)}
+
+    @cached_property
+    def not_comparable(self) -> frozenset[object]:
+        """The runs whose checklist verdict is 'not_comparable'."""
+        return frozenset(self.checklist.loc[self.checklist["verdict"] == "not_comparable", "run_id"])
+
+    @cached_property
     def saturation(self) -> pd.DataFrame:
         """Where each curve saturates and which rule said so (curve.saturation_points)."""
         return curve.saturation_points(self.summary, gain_threshold_pct=self.gain_threshold_pct,

@@ -56,14 +56,12 @@ def _run_headers(c: Comparison) -> dict[int, tuple[str, str]]:
     (source and not-comparable marks included); the short one is "#id name…", with
     :data:`NOT_COMPARABLE_MARK` first for a run that is not comparable, so nine runs fit
     side by side and a long name never fills the screen."""
-    not_comparable = set(c.checklist.loc[c.checklist["verdict"] == "not_comparable", "run_id"])
-    names = dict(c.summary[["run_id", "run_name"]].drop_duplicates("run_id").itertuples(index=False))
     headers = {}
     for run_id in [c.baseline_run_id, *c.run_ids]:
-        if run_id not in names:
+        if run_id not in c.run_names:
             continue
-        mark = f"{NOT_COMPARABLE_MARK} " if run_id in not_comparable else ""
-        headers[int(run_id)] = (f"{mark}#{run_id} {short(names[run_id])}", tables.marked_label(c, run_id))
+        mark = f"{NOT_COMPARABLE_MARK} " if run_id in c.not_comparable else ""
+        headers[int(run_id)] = (f"{mark}#{run_id} {short(c.run_names[run_id][0])}", tables.marked_label(c, run_id))
     return headers
 
 
