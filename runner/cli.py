@@ -165,8 +165,12 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_INVALID
     # Per-request samples: pooled percentiles and bootstrap noise, as on the compare page.
     samples = store.request_samples([int(p) for p in frame["point_id"].dropna()])
+    # Their bootstrap intervals as kept beside them (db/bootstrap_memo.py); new ones kept too.
+    memos = store.bootstrap_memos(sorted(samples))
     c = comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
-                                 intended_to_differ=frozenset(args.intended or []), requests=samples)
+                                 intended_to_differ=frozenset(args.intended or []), requests=samples,
+                                 bootstrap_memos=memos)
+    store.keep_bootstrap_memos(memos)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -165,7 +165,8 @@ SUMMARY_SUFFIXES = ("", "_ci", "_ci_source", "_basis", "_n")
 
 
 def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
-                     requests: RequestSamples | None = None) -> pd.DataFrame:
+                     requests: RequestSamples | None = None,
+                     bootstrap_memos: MutableMapping[int, req.BootstrapMemo] | None = None) -> pd.DataFrame:
     """One row per (run, scenario, concurrency): run_id, scenario, concurrency, run_name,
     source, gpu_count (and gpus_used where the frame has it), repeats, ``low_n_p99`` (a p99
     of the point rests on fewer than :data:`LOW_N_P99_REQUESTS` requests: it is close to
@@ -179,17 +180,19 @@ def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
       not a request metric).
 
     ``requests`` (per-request samples by ``point_id``) is used for a point only when the
-    frame has ``point_id`` and every repeat of the point has samples."""
+    frame has ``point_id`` and every repeat of the point has samples.  ``bootstrap_memos``
+    (by ``point_id``): intervals computed before, read instead of resampling, and given the
+    ones computed now (``requests.bootstrap_intervals``' ``memo``)."""
     keys = ["run_id", *POINT]
     described = ["run_name", "source", "gpu_count", *(["gpus_used"] if "gpus_used" in frame.columns else [])]
     summary = _with_sampled_points(_summary_of_records(frame, metrics, keys, described),
-                                   _sampled_points(frame, metrics, keys, requests))
+                                   _sampled_points(frame, metrics, keys, requests, bootstrap_memos))
     per_metric = [f"{m.name}{suffix}" for m in metrics for suffix in SUMMARY_SUFFIXES]
     return summary[[*described, "repeats", "low_n_p99", *per_metric]].reset_index()
 
 
-def _sampled_points(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[str],
-                    requests: RequestSamples | None) -> dict[int, dict[str, Any]]:
+def _sampled_points(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[str], requests: RequestSamples | None,
+                    memos: MutableMapping[int, req.BootstrapMemo] | None) -> dict[int, dict[str, Any]]:
     """The summary columns of every point whose repeats all have samples, by the point's
     position in the summary (the groups of ``keys`` in sorted order, as the summary's rows)."""
     if not requests or "point_id" not in frame.columns or not frame["point_id"].isin(list(requests)).any():
@@ -202,7 +205,7 @@ def _sampled_points(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[s
     for position, (_key, rows) in enumerate(narrow.groupby(keys, sort=True, dropna=False)):
         samples = _samples_of(rows, requests)
         if samples is not None:
-            found[position] = _SampledPoint(rows, samples, metrics).columns()
+            found[position] = _SampledPoint(rows, samples, metrics, memos).columns()
     return found
 
 
@@ -288,8 +291,9 @@ def _samples_of(rows: pd.DataFrame, requests: RequestSamples | None) -> list[pd.
 class _SampledPoint:
     """The summary columns of one point whose every repeat has per-request samples."""
 
-    def __init__(self, rows: pd.DataFrame, samples: list[pd.DataFrame], metrics: Sequence[Metric]) -> None:
-        self.rows, self.samples, self.metrics = rows, samples, metrics
+    def __init__(self, rows: pd.DataFrame, samples: list[pd.DataFrame], metrics: Sequence[Metric],
+                 memos: MutableMapping[int, req.BootstrapMemo] | None = None) -> None:
+        self.rows, self.samples, self.metrics, self.memos = rows, samples, metrics, memos
         self.repeats = len(rows)
         self.pooled = (req.request_statistics(req.pooled(samples))
                        if self.repeats > 1 and any(m.latency for m in metrics) else None)
@@ -305,7 +309,8 @@ class _SampledPoint:
     def _bootstrap(self) -> dict[str, req.Interval]:
         duration = _number(self.rows["duration_s"].iloc[0]) if "duration_s" in self.rows.columns else None
         names = [m.name for m in self.metrics if m.from_requests]
-        return req.bootstrap_intervals(self.samples[0], duration, names=names)
+        memo = None if self.memos is None else self.memos.setdefault(int(self.rows["point_id"].iloc[0]), {})
+        return req.bootstrap_intervals(self.samples[0], duration, names=names, memo=memo)
 
     def columns(self) -> dict[str, Any]:
         out: dict[str, Any] = {"low_n_p99": self.low_n_p99()}

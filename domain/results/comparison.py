@@ -5,7 +5,7 @@ read from it.  Numbers and text only; the charts are built from it in :mod:`doma
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -14,7 +14,7 @@ import pandas as pd
 from domain.core.settings import Settings
 from domain.results import analysis, comparability, curve, estimate_overlay, validity
 from domain.results.caveat import caveat_lines, changed_lines
-from domain.results.requests import RequestSamples
+from domain.results.requests import BootstrapMemo, RequestSamples
 
 
 @dataclass
@@ -89,14 +89,16 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
                      gain_threshold_pct: float = curve.DEFAULT_SATURATION_GAIN_PCT,
                      sla_metric: str | None = None, sla_threshold_ms: float | None = None,
                      requests: RequestSamples | None = None,
-                     keep_cold: Collection[tuple[object, object, object]] = ()) -> Comparison:
+                     keep_cold: Collection[tuple[object, object, object]] = (),
+                     bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None) -> Comparison:
     """``requests``: per-request samples by point id (pooled percentiles, bootstrap noise);
+    ``bootstrap_memos``: their intervals computed before, by point id (analysis.summarise_points);
     ``keep_cold``: (run, scenario, concurrency) cold first points the user keeps in the
     efficiency baseline and the knee (by default they are left out and badged)."""
     others = [r for r in dict.fromkeys(run_ids) if r != baseline_run_id]
     # Aligned first, so the analysis, the matrix, the charts and the exports all see one name.
     selected = align_scenarios(frame[frame["run_id"].isin([baseline_run_id, *others])], baseline_run_id)
-    summary = analysis.summarise_points(selected, requests=requests)
+    summary = analysis.summarise_points(selected, requests=requests, bootstrap_memos=bootstrap_memos)
     matrix = comparability.comparability_matrix(selected, baseline_run_id, others, intended_to_differ)
     checklist = comparability.comparability_summary(matrix)
     flag_diff = comparability.config_diff(selected, baseline_run_id, others)
@@ -186,10 +188,12 @@ def _baseline_name(lengths: Lengths | None, ratio: object,
 def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
                              settings: Settings, *, intended_to_differ: Collection[str] = frozenset(),
                              requests: RequestSamples | None = None,
-                             keep_cold: Collection[tuple[object, object, object]] = ()) -> Comparison:
+                             keep_cold: Collection[tuple[object, object, object]] = (),
+                             bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None) -> Comparison:
     """build_comparison with the saturation rule and p99 SLA taken from the settings, as
     both the compare page and ``runner export`` use it."""
     return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
                             gain_threshold_pct=settings.saturation_gain_pct,
                             sla_metric=settings.sla_metric if settings.sla_ms else None,
-                            sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold)
+                            sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold,
+                            bootstrap_memos=bootstrap_memos)

@@ -27,8 +27,9 @@ noise among the requests of one run; run-to-run variance needs repeats.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,9 @@ import pandas as pd
 REQUEST_COLUMNS = ("request_idx", "success", "input_len", "output_len", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms",
                    "start_s")
 RequestSamples = Mapping[int, pd.DataFrame]
+# A point's bootstrap intervals already computed, by :func:`bootstrap_key`: statistic →
+# [estimate, low, high, n] (JSON's shapes: db/bootstrap_memo.py keeps them beside the samples).
+BootstrapMemo = MutableMapping[str, dict[str, list[float]]]
 
 QUANTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0}
 # Per-request latency columns; ITL is a list per request and handled apart.
@@ -151,9 +155,22 @@ def min_requests_for(quantile_pct: float) -> int:
 # -- bootstrap ------------------------------------------------------------------------------------
 
 
+# Raised whenever the bootstrap would give another interval for the same requests (its
+# resampling, its statistics' rules): intervals kept under an older version are not read.
+BOOTSTRAP_VERSION = 1
+
+
+def bootstrap_key(duration_s: float | None, names: Sequence[str], n_resamples: int = N_RESAMPLES,
+                  seed: int = BOOTSTRAP_SEED) -> str:
+    """What a point's intervals depend on besides its requests: the method's version, the
+    confidence, the resamples and their seed, the duration and the statistics asked for."""
+    duration = None if duration_s is None else repr(float(duration_s))
+    return json.dumps([BOOTSTRAP_VERSION, CONFIDENCE, n_resamples, seed, duration, list(names)])
+
+
 def bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None = None, *,
                         names: Sequence[str] = STATISTICS, n_resamples: int = N_RESAMPLES,
-                        seed: int = BOOTSTRAP_SEED) -> dict[str, Interval]:
+                        seed: int = BOOTSTRAP_SEED, memo: BootstrapMemo | None = None) -> dict[str, Interval]:
     """95 % percentile-bootstrap intervals of the named statistics over the successful
     requests of one point, all from the same resamples (one ``scipy.stats.bootstrap`` call).
 
@@ -168,7 +185,23 @@ def bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None = None,
     (``--ignore-eos``, range ratio 1) a token count alone would never vary.
 
     A statistic without values, or a quantile from fewer requests than
-    :func:`min_requests_for` asks, is left out; fewer than two requests give nothing."""
+    :func:`min_requests_for` asks, is left out; fewer than two requests give nothing.
+
+    ``memo``: the point's intervals computed before (under :func:`bootstrap_key`), read
+    instead of resampling, and given the ones computed now.  The requests of a point never
+    change once written, and the seed is fixed, so a kept interval is the one this call
+    would compute (tests/test_bootstrap_memo.py)."""
+    key = bootstrap_key(duration_s, names, n_resamples, seed)
+    if memo is not None and key in memo:
+        return {name: Interval(float(e), float(lo), float(hi), int(n)) for name, (e, lo, hi, n) in memo[key].items()}
+    intervals = _bootstrap_intervals(requests, duration_s, names=names, n_resamples=n_resamples, seed=seed)
+    if memo is not None:
+        memo[key] = {name: [i.estimate, i.low, i.high, i.n] for name, i in intervals.items()}
+    return intervals
+
+
+def _bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None, *, names: Sequence[str],
+                         n_resamples: int, seed: int) -> dict[str, Interval]:
     sample = _Sample(successful(requests), duration_s)
     wanted = [name for name in names if sample.computable(name)]
     if sample.n < 2 or not wanted:

@@ -13,7 +13,7 @@ import hashlib
 import pickle
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -29,6 +29,7 @@ from domain.results import comparability
 from domain.results.comparability import condition_label
 from domain.results.comparison import Comparison, align_scenarios, comparison_with_settings
 from domain.results.frames import points_frame
+from domain.results.requests import BootstrapMemo
 from pages.parts.common import QUERY_TTL_S, db_guard, language_of_link, source_label, store
 
 MAX_RUNS = 8
@@ -74,6 +75,30 @@ def _request_samples(point_ids: tuple[int, ...]) -> dict[int, pd.DataFrame]:
     wrote per point; imported points and points measured before samples were kept have none,
     and are simply absent).  The one place the pages read samples."""
     return store().request_samples(list(point_ids))
+
+
+def bootstrap_memos(point_ids: Sequence[int]) -> dict[int, BootstrapMemo]:
+    """The points' bootstrap intervals kept beside their samples (db/bootstrap_memo.py):
+    read for each comparison built, so that a point is resampled once, not once per
+    comparison and process; the comparison fills in the ones it computes.  Read from the
+    files each time rather than kept in the process: point ids are the database's, and
+    the files say whether they still describe the samples."""
+    try:
+        return store().bootstrap_memos(point_ids)
+    except DbBusy:
+        return {}  # computed as before, and kept the next time
+
+
+def keep_new_intervals(memos: Mapping[int, BootstrapMemo], known: Mapping[int, int]) -> None:
+    """Keep beside the samples the intervals of the points whose memo grew (``known``: how
+    many entries each had before); best effort (db/bootstrap_memo.py)."""
+    grown = {point_id: memo for point_id, memo in memos.items() if len(memo) > known.get(point_id, 0)}
+    if not grown:
+        return
+    try:
+        store().keep_bootstrap_memos(grown)
+    except DbBusy:
+        pass  # the intervals stay in this process; the file is written the next time
 
 
 def request_samples(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
@@ -284,9 +309,14 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
     if keep_cold:  # aligned only then: a tenth of the comparison's own time, for no key
         aligned = align_scenarios(frame, baseline)
         keep = list(zip(aligned["run_id"], aligned["scenario"], aligned["concurrency"], strict=True))
-    return comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
-                                    intended_to_differ=frozenset(intended), requests=request_samples(frame),
-                                    keep_cold=keep)
+    samples = request_samples(frame)
+    memos = bootstrap_memos(sorted(samples))
+    known = {point_id: len(memo) for point_id, memo in memos.items()}
+    built = comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
+                                     intended_to_differ=frozenset(intended), requests=samples, keep_cold=keep,
+                                     bootstrap_memos=memos)
+    keep_new_intervals(memos, known)
+    return built
 
 
 def intended_choices_of(frame: pd.DataFrame, baseline: int, others: list[int]) -> list[str]:
