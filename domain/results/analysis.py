@@ -295,6 +295,9 @@ class _SampledPoint:
                  memos: MutableMapping[int, req.BootstrapMemo] | None = None) -> None:
         self.rows, self.samples, self.metrics, self.memos = rows, samples, metrics, memos
         self.repeats = len(rows)
+        # The point's columns as lists, read once: a column of the frame per metric and call
+        # was a fifth of a nine-run summary with samples.
+        self.stored: dict[str, list[Any]] = rows.to_dict("list")
         self.pooled = (req.request_statistics(req.pooled(samples))
                        if self.repeats > 1 and any(m.latency for m in metrics) else None)
         self.intervals = self._bootstrap() if self.repeats == 1 else {}
@@ -325,8 +328,7 @@ class _SampledPoint:
     def repeat_values(self, metric: Metric) -> list[float]:
         """The metric per repeat: the stored column, else (a client that did not report it)
         the same statistic from the repeat's samples."""
-        stored = [_number(v) for v in (self.rows[metric.column] if metric.column in self.rows.columns
-                                       else [None] * self.repeats)]
+        stored = [_number(v) for v in self.stored.get(metric.column, [None] * self.repeats)]
         if not metric.latency or not any(math.isnan(v) for v in stored):
             return stored
         return [s[metric.name] if math.isnan(v) else v for v, s in zip(stored, self.per_repeat, strict=True)]
