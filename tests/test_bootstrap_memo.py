@@ -15,18 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from db import RunnerCapabilities, Store
+from db import Store
 from db.bootstrap_memo import memo_path, read_memo, write_memo
-from domain.core.states import AttemptStatus
 from domain.results import analysis
 from domain.results import requests as req
 from domain.results.frames import points_frame
 from runner.bench_client import MeasuredRequest, write_request_samples
-from tests.plans import minimal_plan
-from tests.support.actors import operator
+from tests.support.attempts import benchmarking_attempt
 
 NAMES = [m.name for m in analysis.METRICS if m.from_requests]
-CAPS = RunnerCapabilities("r1", "H200", 8, None)
 
 
 def measured(seed: int, n: int = 120) -> list[MeasuredRequest]:
@@ -102,11 +99,7 @@ def test_a_file_that_cannot_be_written_keeps_nothing_and_leaves_nothing(tmp_path
 
 
 def _sampled_run(store: Store, tmp_path: Path, seed: int) -> int:
-    store.submit_run(minimal_plan(), submitted_by=operator("alice"))
-    claim = store.claim_next(CAPS, lease_s=60)
-    assert claim is not None
-    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
-    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
+    claim = benchmarking_attempt(store)
     now = datetime(2026, 1, 1)
     for concurrency in (1, 2):
         path = sample_file(tmp_path, seed * 10 + concurrency)

@@ -19,7 +19,6 @@ import pytest
 
 from db import RunnerCapabilities, Store
 from db.rows import PointRow
-from domain.core.states import AttemptStatus
 from domain.results.requests import REQUEST_COLUMNS
 from runner.attempt import sweep_order
 from runner.bench_client import (
@@ -30,8 +29,8 @@ from runner.bench_client import (
     without_details,
     write_request_samples,
 )
-from tests.plans import minimal_plan
 from tests.support.actors import operator
+from tests.support.attempts import benchmarking_attempt
 from tests.support.runner_harness import MARK, assert_nothing_left, audit_rows, run_burst, runner_env, small_plan
 
 CAPS = RunnerCapabilities("r1", "H200", 8, None)
@@ -87,11 +86,7 @@ def test_fresh_launch_orders_the_sweep_repeat_major() -> None:
 
 
 def _point_with_samples(store: Store, path: Path | None) -> int:
-    store.submit_run(minimal_plan(), submitted_by=operator("alice"))
-    claim = store.claim_next(CAPS, lease_s=60)
-    assert claim is not None
-    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
-    store.move_attempt(claim.attempt_id, "r1", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
+    claim = benchmarking_attempt(store)
     now = datetime(2026, 1, 1)
     samples = None if path is None else {"path": str(path), "requests": 2}
     point_id = store.insert_point(
