@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from bench import (
     compare_queries,
+    compare_samples,
     curve_knee,
     db_lock,
     estimate_accuracy,
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "db_lock": db_lock.run,
     "runner_gaps": runner_gaps.run,
     "compare_queries": compare_queries.run,
+    "compare_samples": compare_samples.run,
     "ray_dispatch": ray_dispatch.run,
     "prompt_duplicates": prompt_duplicates.run,
     "curve_knee": curve_knee.run,
