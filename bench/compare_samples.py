@@ -22,6 +22,7 @@ import numpy as np
 
 from bench.synthetic import fill
 from db import Store
+from db.bootstrap_memo import keep_memos, memos_for
 from db.connection import transaction
 from domain.core.settings import Settings
 from domain.results.comparison import comparison_with_settings
@@ -57,10 +58,10 @@ def _comparison_seconds(store: Store, run_ids: list[int]) -> tuple[float, float]
     frame = points_frame(p.as_dict() for p in store.points_for_comparison(run_ids))
     samples = store.request_samples([int(p) for p in frame["point_id"].dropna()])
     read = time.perf_counter() - started
-    memos = store.bootstrap_memos(sorted(samples))
+    memos = memos_for(samples)
     comparison_with_settings(frame, run_ids[0], run_ids[1:], "en", Settings(), requests=samples,
                              bootstrap_memos=memos)
-    store.keep_bootstrap_memos(memos)
+    keep_memos(samples, memos)
     return read, time.perf_counter() - started - read
 
 

@@ -10,11 +10,15 @@ is seeded, so its intervals are a fixed function of the file and of the paramete
 
 The intervals are a JSON file next to the Parquet file of the samples
 (``<samples>.bootstrap.json``): ``{"samples": {"size", "mtime_ns"}, "intervals": {key:
-{statistic: [estimate, low, high, n]}}}``.  A file whose ``samples`` no longer describe
-the Parquet file beside it (replaced, restored from elsewhere), or that cannot be read or
-parsed, counts as absent: the intervals are computed again.  Writing is best effort (the
-work directory may be read-only to the app, or on another host): a write that fails
-leaves nothing behind and changes nothing shown."""
+{statistic: [estimate, low, high, n]}}}``.  The samples' identity (size and mtime) is taken
+when they are read (:func:`read_samples`, which the Store uses, records it in the frame's
+``attrs``); intervals are read only from a file made for that identity and written only
+while the Parquet file still has it, so intervals computed from samples that have since
+been replaced (another run's file at the same path, a restore) are never kept for the new
+ones, nor the new ones' used for the old.  A file that cannot be read or parsed counts as
+absent: the intervals are computed again.  Writing is best effort (the work directory may
+be read-only to the app, or on another host): a write that fails leaves nothing behind and
+changes nothing shown."""
 
 from __future__ import annotations
 
@@ -22,26 +26,67 @@ import json
 import math
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
 
 from domain.results.requests import BootstrapMemo
 
 SUFFIX = ".bootstrap.json"
+SAMPLES_FILE = "samples_file"  # the attrs key of a samples frame: {"path", "size", "mtime_ns"}
+
+Identity = dict[str, int]
 
 
 def memo_path(samples_path: Path) -> Path:
     return samples_path.with_name(samples_path.name + SUFFIX)
 
 
-def read_memo(samples_path: Path) -> BootstrapMemo:
-    """The intervals kept for these samples, or none (see the module's docstring)."""
+def read_samples(path: Path) -> pd.DataFrame:
+    """A point's samples, naming in ``attrs`` the file and the identity they were read with
+    (none when the file changed while being read: its intervals are then neither read nor
+    kept)."""
+    before = _identity(path)
+    frame = pq.read_table(path).to_pandas()
+    if _identity(path) == before:
+        frame.attrs[SAMPLES_FILE] = {"path": str(path), **before}
+    return frame
+
+
+def memos_for(samples: Mapping[int, pd.DataFrame]) -> dict[int, BootstrapMemo]:
+    """The intervals kept for each point's samples as read, by point id (an empty memo
+    where none are kept; no memo for samples that do not name their file)."""
+    found = {}
+    for point_id, frame in samples.items():
+        source = _source(frame)
+        if source is not None:
+            found[point_id] = read_memo(source[0], source[1])
+    return found
+
+
+def keep_memos(samples: Mapping[int, pd.DataFrame], memos: Mapping[int, BootstrapMemo]) -> int:
+    """Keep each point's intervals beside its samples while the file is the one they were
+    read from; how many files were written."""
+    written = 0
+    for point_id, memo in memos.items():
+        source = _source(samples[point_id]) if point_id in samples else None
+        if source is not None and memo:
+            written += write_memo(source[0], memo, source[1])
+    return written
+
+
+def read_memo(samples_path: Path, identity: Identity | None = None) -> BootstrapMemo:
+    """The intervals kept for these samples (``identity``: as read; default: the file now),
+    or none (see the module's docstring)."""
     try:
-        identity = _identity(samples_path)
+        expected = identity if identity is not None else _identity(samples_path)
         document = json.loads(memo_path(samples_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(document, dict) or document.get("samples") != identity:
+    if not isinstance(document, dict) or document.get("samples") != expected:
         return {}
     intervals = document.get("intervals")
     if not isinstance(intervals, dict):
@@ -49,11 +94,14 @@ def read_memo(samples_path: Path) -> BootstrapMemo:
     return {key: entry for key, entry in intervals.items() if isinstance(key, str) and _well_formed(entry)}
 
 
-def write_memo(samples_path: Path, memo: BootstrapMemo) -> bool:
-    """Keep ``memo`` with what is kept already; True when the file was written."""
+def write_memo(samples_path: Path, memo: BootstrapMemo, identity: Identity | None = None) -> bool:
+    """Keep ``memo`` with what is kept already, if the samples file still has ``identity``
+    (the one its samples were read with); True when the file was written."""
     try:
-        identity = _identity(samples_path)
-        kept = read_memo(samples_path)
+        current = _identity(samples_path)
+        if identity is not None and identity != current:
+            return False  # replaced since the samples were read: these intervals are not its
+        kept = read_memo(samples_path, current)
         # A copy first (one step under the GIL): another session may be adding to the memo.
         fresh = {key: entry for key, entry in dict(memo).items() if key not in kept and _well_formed(entry)}
         if not fresh:
@@ -62,24 +110,34 @@ def write_memo(samples_path: Path, memo: BootstrapMemo) -> bool:
         # Written whole, then renamed over the old one: a reader sees the old file or the new.
         temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            temporary.write_text(json.dumps({"samples": identity, "intervals": {**kept, **fresh}}), encoding="utf-8")
+            temporary.write_text(json.dumps({"samples": current, "intervals": {**kept, **fresh}}), encoding="utf-8")
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
-    except OSError:
+    except (OSError, ValueError):
         return False
     return True
 
 
-def _identity(samples_path: Path) -> dict[str, int]:
+def _source(frame: pd.DataFrame) -> tuple[Path, Identity] | None:
+    named = frame.attrs.get(SAMPLES_FILE)
+    if not isinstance(named, dict) or not isinstance(named.get("path"), str):
+        return None
+    return Path(named["path"]), {"size": named["size"], "mtime_ns": named["mtime_ns"]}
+
+
+def _identity(samples_path: Path) -> Identity:
     stat = samples_path.stat()
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def _well_formed(entry: Any) -> bool:
-    """statistic → [estimate, low, high, n], every one a number."""
-    return isinstance(entry, dict) and all(
-        isinstance(name, str) and isinstance(values, list) and len(values) == 4
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-        and not math.isnan(float(values[3]))
-        for name, values in entry.items())
+    """statistic → [estimate, low, high, n], three numbers and a finite count."""
+    try:
+        return isinstance(entry, dict) and all(
+            isinstance(name, str) and isinstance(values, list) and len(values) == 4
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+            and math.isfinite(float(values[3])) and float(values[3]) == int(values[3])
+            for name, values in entry.items())
+    except (OverflowError, ValueError):
+        return False

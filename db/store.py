@@ -9,7 +9,7 @@ cannot mistake "someone else moved it" for success.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -18,10 +18,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from db import queries as q
-from db.bootstrap_memo import read_memo, write_memo
+from db.bootstrap_memo import read_samples
 from db.connection import connect, transaction
 from db.migrations import migrate
 from db.rows import (
@@ -52,7 +51,6 @@ from domain.core.states import (
 from domain.plan.quotas import Quotas
 from domain.plan.run_plan import RunPlan, configuration_id
 from domain.results.bench_record import METRIC_COLUMNS
-from domain.results.requests import BootstrapMemo
 
 
 class LostRace(RuntimeError):
@@ -545,35 +543,18 @@ class Store:
         """Each point's measured requests (``domain.results.requests.REQUEST_COLUMNS``, one row
         per request), read from the Parquet file recorded with it.  A point without one, or
         whose file is gone or unreadable (the work directory is not the database), is
-        absent from the result: never an error."""
+        absent from the result: never an error.  Each frame names the file it was read from
+        (db/bootstrap_memo.py ``samples_file``): its bootstrap intervals are kept beside it."""
         with self._read() as con:
             paths = con.execute(q.REQUEST_SAMPLE_PATHS, [list(point_ids)]).fetchall()
         frames = {}
         for point_id, path in paths:  # read outside the DB lock: files can be large
             try:
-                frames[int(point_id)] = pq.read_table(path).to_pandas()
+                frame = read_samples(Path(path))
             except (OSError, pa.ArrowInvalid):
                 continue
+            frames[int(point_id)] = frame
         return frames
-
-    def bootstrap_memos(self, point_ids: Sequence[int]) -> dict[int, BootstrapMemo]:
-        """Each point's bootstrap intervals kept beside its samples (db/bootstrap_memo.py), by
-        point id; a point with samples but none kept has an empty one, a point without
-        samples none."""
-        return {point_id: read_memo(path) for point_id, path in self._sample_paths(point_ids).items()}
-
-    def keep_bootstrap_memos(self, memos: Mapping[int, BootstrapMemo]) -> int:
-        """Keep the intervals of ``memos`` beside each point's samples; how many files were
-        written (best effort: db/bootstrap_memo.py)."""
-        paths = self._sample_paths(list(memos))
-        return sum(write_memo(paths[point_id], memo) for point_id, memo in memos.items() if point_id in paths and memo)
-
-    def _sample_paths(self, point_ids: Sequence[int]) -> dict[int, Path]:
-        if not point_ids:
-            return {}
-        with self._read() as con:
-            rows = con.execute(q.REQUEST_SAMPLE_PATHS, [list(point_ids)]).fetchall()
-        return {int(point_id): Path(path) for point_id, path in rows}
 
     def runs_for_picker(self, filters: PickerFilters = PickerFilters(), limit: int = 200
                         ) -> tuple[list[PickerRunRow], int]:

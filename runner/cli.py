@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from db import DbBusy, Store
+from db.bootstrap_memo import keep_memos, memos_for
 from db.connection import KEEP_IDLE_S, keep_open
 from domain.core.access import Action, PermissionDenied, local_actor, require
 from domain.core.i18n import t
@@ -166,11 +167,11 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     # Per-request samples: pooled percentiles and bootstrap noise, as on the compare page.
     samples = store.request_samples([int(p) for p in frame["point_id"].dropna()])
     # Their bootstrap intervals as kept beside them (db/bootstrap_memo.py); new ones kept too.
-    memos = store.bootstrap_memos(sorted(samples))
+    memos = memos_for(samples)
     c = comparison_with_settings(frame, args.baseline, args.runs, args.lang, settings,
                                  intended_to_differ=frozenset(args.intended or []), requests=samples,
                                  bootstrap_memos=memos)
-    store.keep_bootstrap_memos(memos)
+    keep_memos(samples, memos)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))

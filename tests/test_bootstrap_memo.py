@@ -7,7 +7,6 @@ one or a directory that cannot be written changes nothing shown."""
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pandas as pd
 import pytest
 
 from db import Store
-from db.bootstrap_memo import memo_path, read_memo, write_memo
+from db.bootstrap_memo import SAMPLES_FILE, keep_memos, memo_path, memos_for, read_memo, read_samples, write_memo
 from domain.results import analysis
 from domain.results import requests as req
 from domain.results.frames import points_frame
@@ -47,7 +46,7 @@ def no_resampling(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_kept_interval_is_the_one_resampling_gives_and_is_read_instead(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    samples = pd.read_parquet(sample_file(tmp_path, 1))
+    samples = read_samples(sample_file(tmp_path, 1))
     memo: req.BootstrapMemo = {}
     computed = req.bootstrap_intervals(samples, 6.0, names=NAMES, memo=memo)
     assert computed == req.bootstrap_intervals(samples, 6.0, names=NAMES)  # the memo changes nothing computed
@@ -66,22 +65,40 @@ def test_another_duration_statistic_or_resampling_is_another_key(change: dict[st
 def test_the_file_keeps_the_intervals_and_is_ignored_once_the_samples_change(tmp_path: Path) -> None:
     path = sample_file(tmp_path, 2)
     memo: req.BootstrapMemo = {}
-    req.bootstrap_intervals(pd.read_parquet(path), 6.0, names=NAMES, memo=memo)
+    req.bootstrap_intervals(read_samples(path), 6.0, names=NAMES, memo=memo)
     assert write_memo(path, memo)
     assert read_memo(path) == memo
     assert not write_memo(path, memo)  # nothing new: not written again
-    write_request_samples(measured(3), path)  # other requests in the same file
-    os.utime(path, ns=(1, 1))
+    write_request_samples(measured(3, n=300), path)  # another point's requests at the same path
     assert read_memo(path) == {}
 
 
-@pytest.mark.parametrize("text", ["not json", "[]", '{"samples": 1}', "IDENTITY_BUT_BAD_ENTRY"])
+def test_intervals_of_samples_replaced_since_they_were_read_are_neither_kept_nor_read(tmp_path: Path) -> None:
+    """Samples held by a server (its cache) while their file is replaced: what it computes
+    from the old requests is not kept for the new file, and what is kept for the new file is
+    not used for the old requests."""
+    path = sample_file(tmp_path, 6)
+    held = {1: read_samples(path)}
+    write_request_samples(measured(7, n=300), path)
+    memos = memos_for(held)
+    req.bootstrap_intervals(held[1], 6.0, names=NAMES, memo=memos[1])
+    assert keep_memos(held, memos) == 0 and not memo_path(path).exists()
+    fresh: req.BootstrapMemo = {}
+    req.bootstrap_intervals(read_samples(path), 6.0, names=NAMES, memo=fresh)
+    assert write_memo(path, fresh)
+    assert memos_for(held) == {1: {}}  # the new file's intervals: not the held requests'
+    assert memos_for({1: read_samples(path)}) == {1: fresh}
+
+
+@pytest.mark.parametrize("text", ["not json", "[]", '{"samples": 1}', "BAD_ENTRY", "INFINITE_COUNT", "HUGE_COUNT"])
 def test_a_broken_file_counts_as_none(tmp_path: Path, text: str) -> None:
     path = sample_file(tmp_path, 4)
-    if text == "IDENTITY_BUT_BAD_ENTRY":
+    entry = {"BAD_ENTRY": '[1.0, "low", 2.0, 3]', "INFINITE_COUNT": "[1.0, 0.5, 2.0, Infinity]",
+             "HUGE_COUNT": f"[1.0, 0.5, 2.0, 1{'0' * 400}]"}.get(text)
+    if entry is not None:  # the samples' own identity, with an entry that is not an interval
         stat = path.stat()
-        text = json.dumps({"samples": {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns},
-                           "intervals": {"k": {"ttft_p50": [1.0, "low", 2.0, 3]}}})
+        samples = json.dumps({"size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+        text = f'{{"samples": {samples}, "intervals": {{"k": {{"ttft_p50": {entry}}}}}}}'
     memo_path(path).write_text(text, encoding="utf-8")
     assert read_memo(path) == {}
 
@@ -91,7 +108,7 @@ def test_a_file_that_cannot_be_written_keeps_nothing_and_leaves_nothing(tmp_path
     work directory): nothing kept, no temporary file left, and the samples read as before."""
     path = sample_file(tmp_path, 5)
     memo: req.BootstrapMemo = {}
-    req.bootstrap_intervals(pd.read_parquet(path), 6.0, names=NAMES, memo=memo)
+    req.bootstrap_intervals(read_samples(path), 6.0, names=NAMES, memo=memo)
     memo_path(path).mkdir()
     assert not write_memo(path, memo)
     assert read_memo(path) == {}
@@ -126,7 +143,8 @@ def test_the_compare_page_keeps_the_intervals_and_a_new_process_reads_them(
     frame = points_frame(p.as_dict() for p in store.points_for_comparison([baseline, other]))
     first = selection._cached_comparison(frame, baseline, (other,), "en", (), False)
     point_ids = [int(p) for p in frame["point_id"]]
-    assert all(memo_path(path).is_file() for path in store._sample_paths(point_ids).values())
+    files = [Path(f.attrs[SAMPLES_FILE]["path"]) for f in store.request_samples(point_ids).values()]
+    assert len(files) == 4 and all(memo_path(path).is_file() for path in files)
     assert (first.summary["ttft_p99_ci_source"] == "bootstrap").any()
     st.cache_resource.clear()
     st.cache_data.clear()

@@ -429,10 +429,13 @@ def _metric_rows(summary: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataFra
     for suffix, name in zip(SUMMARY_SUFFIXES, _LONG_NAMES, strict=True):
         long[name] = pd.concat([summary[f"{m.name}{suffix}"] for m in metrics], ignore_index=True)
     long["metric"] = pd.Series(np.repeat([m.name for m in metrics], size), dtype="str")
-    # Object columns, as the metrics hold them (None where a metric has no direction or quantile).
-    long["direction"] = pd.Series(np.repeat(np.array([m.direction for m in metrics], dtype=object), size), dtype=object)
-    long["quantile"] = pd.Series(np.repeat(np.array([m.quantile_pct for m in metrics], dtype=object), size),
-                                 dtype=object)
+    # As a frame per metric concatenated typed them: text and numbers, or objects where a
+    # metric has no direction or quantile (None).
+    directions, quantiles = [m.direction for m in metrics], [m.quantile_pct for m in metrics]
+    long["direction"] = pd.Series(np.repeat(np.array(directions, dtype=object), size),
+                                  dtype=object if None in directions else "str")
+    long["quantile"] = pd.Series(np.repeat(np.array(quantiles, dtype=object), size),
+                                 dtype=object if None in quantiles else float)
     return long
 
 

@@ -27,6 +27,8 @@ noise among the requests of one run; run-to-run variance needs repeats.
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import math
 from collections.abc import Mapping, MutableMapping, Sequence
@@ -166,9 +168,17 @@ BOOTSTRAP_VERSION = 1
 def bootstrap_key(duration_s: float | None, names: Sequence[str], n_resamples: int = N_RESAMPLES,
                   seed: int = BOOTSTRAP_SEED) -> str:
     """What a point's intervals depend on besides its requests: the method's version, the
-    confidence, the resamples and their seed, the duration and the statistics asked for."""
+    versions of numpy and scipy that resample, the confidence, the resamples and their seed,
+    the duration and the statistics asked for."""
     duration = None if duration_s is None else repr(float(duration_s))
-    return json.dumps([BOOTSTRAP_VERSION, CONFIDENCE, n_resamples, seed, duration, list(names)])
+    return json.dumps([BOOTSTRAP_VERSION, *_resampler_versions(), CONFIDENCE, n_resamples, seed, duration,
+                       list(names)])
+
+
+@functools.cache
+def _resampler_versions() -> tuple[str, str]:
+    # Read from the installed distributions: importing scipy.stats here would cost 1 s.
+    return importlib.metadata.version("numpy"), importlib.metadata.version("scipy")
 
 
 def bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None = None, *,

@@ -10,10 +10,11 @@ and a new point is never hidden behind a stale result.
 from __future__ import annotations
 
 import hashlib
+import logging
 import pickle
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -21,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy
+from db.bootstrap_memo import keep_memos, memos_for
 from db.rows import PickerChoiceRow, PickerRunRow
 from db.store import PickerFilters
 from domain.core.i18n import t
@@ -32,6 +34,7 @@ from domain.results.frames import points_frame
 from domain.results.requests import BootstrapMemo
 from pages.parts.common import QUERY_TTL_S, db_guard, language_of_link, source_label, store
 
+_LOG = logging.getLogger(__name__)
 MAX_RUNS = 8
 # Runs the baseline and compared-runs lists offer: the newest that match the filters (in
 # SQL, over every finished run).  A list of thousands is slow to draw and useless to scroll;
@@ -77,28 +80,16 @@ def _request_samples(point_ids: tuple[int, ...]) -> dict[int, pd.DataFrame]:
     return store().request_samples(list(point_ids))
 
 
-def bootstrap_memos(point_ids: Sequence[int]) -> dict[int, BootstrapMemo]:
-    """The points' bootstrap intervals kept beside their samples (db/bootstrap_memo.py):
-    read for each comparison built, so that a point is resampled once, not once per
-    comparison and process; the comparison fills in the ones it computes.  Read from the
-    files each time rather than kept in the process: point ids are the database's, and
-    the files say whether they still describe the samples."""
-    try:
-        return store().bootstrap_memos(point_ids)
-    except DbBusy:
-        return {}  # computed as before, and kept the next time
-
-
-def keep_new_intervals(memos: Mapping[int, BootstrapMemo], known: Mapping[int, int]) -> None:
+def keep_new_intervals(samples: Mapping[int, pd.DataFrame], memos: Mapping[int, BootstrapMemo],
+                       known: Mapping[int, int]) -> None:
     """Keep beside the samples the intervals of the points whose memo grew (``known``: how
-    many entries each had before); best effort (db/bootstrap_memo.py)."""
+    many entries each had before).  Best effort (db/bootstrap_memo.py): the comparison is
+    built already, and nothing here may lose it."""
     grown = {point_id: memo for point_id, memo in memos.items() if len(memo) > known.get(point_id, 0)}
-    if not grown:
-        return
     try:
-        store().keep_bootstrap_memos(grown)
-    except DbBusy:
-        pass  # the intervals stay in this process; the file is written the next time
+        keep_memos(samples, grown)
+    except Exception:  # kept the next time; the page shows what it computed
+        _LOG.warning("bootstrap intervals not kept beside the samples", exc_info=True)
 
 
 def request_samples(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
@@ -310,12 +301,14 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
         aligned = align_scenarios(frame, baseline)
         keep = list(zip(aligned["run_id"], aligned["scenario"], aligned["concurrency"], strict=True))
     samples = request_samples(frame)
-    memos = bootstrap_memos(sorted(samples))
+    # The intervals kept beside the samples (db/bootstrap_memo.py): a point measured once
+    # is resampled once, not on every comparison and process.
+    memos = memos_for(samples)
     known = {point_id: len(memo) for point_id, memo in memos.items()}
     built = comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                      intended_to_differ=frozenset(intended), requests=samples, keep_cold=keep,
                                      bootstrap_memos=memos)
-    keep_new_intervals(memos, known)
+    keep_new_intervals(samples, memos, known)
     return built
 
 
