@@ -467,9 +467,9 @@ def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
     noise[has_noise] = [math.hypot(a, b) / abs(v) * 100.0 for a, b, v in
                         zip(ci[has_noise].tolist(), base_ci[has_noise].tolist(), base[has_noise].tolist(), strict=True)]
     sources = np.full(len(table), None, dtype=object)
-    same_source = (table["ci_source"].to_numpy(dtype=object) == table["baseline_ci_source"].to_numpy(dtype=object))
-    sources[has_noise] = np.where(same_source[has_noise], table["ci_source"].to_numpy(dtype=object)[has_noise],
-                                  "repeats+bootstrap")
+    ci_source = table["ci_source"].to_numpy(dtype=object)
+    same_source = ci_source == table["baseline_ci_source"].to_numpy(dtype=object)
+    sources[has_noise] = np.where(same_source[has_noise], ci_source[has_noise], "repeats+bootstrap")
     direction = table["direction"].to_numpy(dtype=object)
     higher, lower = direction == "higher", direction == "lower"
     with np.errstate(invalid="ignore"):
@@ -481,17 +481,6 @@ def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
     table["noise_pct"] = noise
     table["noise_source"] = sources.tolist()
     table["verdict"] = verdicts.tolist()
-
-
-def _delta_of(is_baseline: bool, value: float, ci: float, ci_source: object, base: float, base_ci: float,
-              base_ci_source: object, direction: object) -> tuple[float, float, str | None, str]:
-    if is_baseline:
-        return math.nan, math.nan, None, "baseline"
-    if is_missing(base):
-        return math.nan, math.nan, None, "n/a"
-    delta = delta_pct(value, base)
-    noise, source = noise_band_pct(base, ci, base_ci, ci_source, base_ci_source)
-    return delta, noise, source, verdict(delta, noise, direction)
 
 
 def delta_pct(value: float, baseline: float) -> float:

@@ -94,9 +94,13 @@ class Interval:
 
 def successful(requests: pd.DataFrame) -> pd.DataFrame:
     """The requests that completed; the client computes every latency over these only."""
-    if "success" not in requests.columns:
-        return requests
-    return requests[requests["success"].fillna(False).astype(bool)]
+    completed = _completed(requests)
+    return requests if completed is None else requests[completed]
+
+
+def _completed(requests: pd.DataFrame) -> pd.Series | None:
+    """Which requests completed (None: every one, the samples having no ``success``)."""
+    return requests["success"].fillna(False).astype(bool) if "success" in requests.columns else None
 
 
 def pooled(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -135,9 +139,8 @@ def request_statistics(requests: pd.DataFrame) -> dict[str, float]:
 
 def request_count(requests: pd.DataFrame) -> int:
     """How many requests completed (:func:`successful`'s rows), counted without copying them."""
-    if "success" not in requests.columns:
-        return len(requests)
-    return int(requests["success"].fillna(False).astype(bool).sum())
+    completed = _completed(requests)
+    return len(requests) if completed is None else int(completed.sum())
 
 
 def span_s(requests: pd.DataFrame) -> float:
