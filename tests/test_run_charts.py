@@ -16,8 +16,8 @@ import pytest
 from bench import synthetic
 from db import Store
 from domain.core.i18n import t
-from domain.slides.charts import FONT, run_points_chart
-from domain.slides.deck import svg_width
+from domain.slides.charts import PAGE_FONT, run_points_chart
+from domain.slides.deck import PAGE_FONT_FAMILY, page_spec, svg_width
 from pages.parts import run_charts, run_gaps
 from tests.support.calls import counted
 from tests.support.pages import open_page
@@ -47,7 +47,7 @@ def test_a_finished_run_shows_its_points_and_its_gaps_as_pictures(app_env: Path,
     assert t("run.pictures_note", lang) in [c.value for c in at.caption]
 
 
-def test_a_picture_keeps_a_name_with_markup_as_text_and_falls_back_to_a_sans_serif() -> None:
+def test_a_picture_keeps_a_name_with_markup_as_text_and_names_the_face_it_was_measured_in() -> None:
     name = '<b>&"負荷" s0</b>'
     data = pd.DataFrame({"scenario": [name, name], "concurrency": [1, 2], "metric": ["output tok/s"] * 2,
                          "value": [100.0, 190.0]})
@@ -56,7 +56,11 @@ def test_a_picture_keeps_a_name_with_markup_as_text_and_falls_back_to_a_sans_ser
     texts = ["".join(node.itertext()) for node in root.iter("{http://www.w3.org/2000/svg}text")]
     assert name in texts
     families = {node.get("font-family") for node in root.iter() if node.get("font-family")}
-    assert families == {f"{FONT}, sans-serif"}
+    # Laid out in PAGE_FONT; the viewer draws it there, or in a face of the same widths, or at
+    # worst in its sans-serif, never its default serif.
+    assert page_spec(run_points_chart(data))["config"]["font"] == PAGE_FONT
+    assert families == {PAGE_FONT_FAMILY}
+    assert PAGE_FONT_FAMILY.startswith(f"{PAGE_FONT}, ") and PAGE_FONT_FAMILY.endswith(", sans-serif")
     assert svg_width(svg) == round(float(root.get("width", "")))
 
 

@@ -31,6 +31,14 @@ from domain.results.analysis import POINT, metric_label, run_label
 from domain.results.scaling_gap import CAUSES
 
 FONT = "Noto Sans CJK JP"
+# The run page's pictures (domain/slides/deck.py ``page_svg``) are SVG whose text the viewer's
+# browser draws with its own fonts; vl-convert only measures it, to lay the chart out.  It
+# measures each text by outlining its glyphs, which in FONT (a CFF face in a 19 MB
+# collection) took most of a picture's time: 0.14 s for a run's points and 0.21 s for its
+# "Why not N×?", against 0.04 s and 0.08 s in Liberation Sans (vl-convert 1.9 here, best of
+# three).  Liberation Sans ships inside vl-convert, so every server measures with it, and its
+# widths are Arial's by design, the face most viewers draw it with (deck.PAGE_FONT_FAMILY).
+PAGE_FONT = "Liberation Sans"
 PANEL_WIDTH = 340
 PANEL_HEIGHT = 210
 FOOTER_WRAP = 130  # characters per caveat line; a slide-wide chart holds about this many
@@ -54,15 +62,16 @@ TAIL_LATENCY_METRICS = ("ttft_p99", "e2e_p99")
 # -- shared pieces -------------------------------------------------------------------------------
 
 
-def styled(chart: AnyChart) -> AnyChart:
-    """The chart with :data:`FONT` on every text element (titles, axes, legends, facet headers)."""
+def styled(chart: AnyChart, font: str = FONT) -> AnyChart:
+    """The chart with ``font`` (:data:`FONT` unless told) on every text element (titles,
+    axes, legends, facet headers)."""
     return (
-        chart.configure(font=FONT)
-        .configure_title(font=FONT, subtitleFont=FONT, fontSize=18, anchor="start")
-        .configure_axis(labelFont=FONT, titleFont=FONT, labelFontSize=11, titleFontSize=12)
-        .configure_legend(labelFont=FONT, titleFont=FONT, labelFontSize=11, titleFontSize=12, labelLimit=320)
-        .configure_header(labelFont=FONT, titleFont=FONT, labelFontSize=12)
-        .configure_text(font=FONT)
+        chart.configure(font=font)
+        .configure_title(font=font, subtitleFont=font, fontSize=18, anchor="start")
+        .configure_axis(labelFont=font, titleFont=font, labelFontSize=11, titleFontSize=12)
+        .configure_legend(labelFont=font, titleFont=font, labelFontSize=11, titleFontSize=12, labelLimit=320)
+        .configure_header(labelFont=font, titleFont=font, labelFontSize=12)
+        .configure_text(font=font)
     )
 
 

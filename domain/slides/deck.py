@@ -39,7 +39,7 @@ from domain.results import analysis, curve
 from domain.results.comparison import Comparison
 from domain.results.scaling_gap import gap_sentences
 from domain.slides import charts
-from domain.slides.charts import FONT, AnyChart
+from domain.slides.charts import FONT, PAGE_FONT, AnyChart
 from domain.slides.tables import (
     comparison_estimates,
     export_head,
@@ -74,21 +74,28 @@ def chart_svg(chart: AnyChart, caveat: Sequence[str], head: Sequence[str] = ()) 
     return str(vl_convert.vegalite_to_svg(_export_spec(chart, caveat, head), allowed_base_urls=[]))
 
 
+# The family a page's picture names: the face vl-convert measured its text in, then the faces
+# with the same widths (Arial's; Helvetica's are close), then the browser's sans-serif, never
+# its default serif.  A script those faces lack (Japanese) is drawn in the browser's own
+# fallback face, as vl-convert measured it in its own.
+PAGE_FONT_FAMILY = f"{PAGE_FONT}, Arial, Helvetica, sans-serif"
+
+
 def page_spec(chart: AnyChart) -> dict[str, Any]:
     """The Vega-Lite spec of a chart as a page shows it in a picture: styled as the exports
-    are (:data:`FONT`), without their footer (the page around it says what the footer says).
-    Made with Altair's process-wide data transformer and theme: a page takes Streamlit's
-    lock around it (pages/parts/run_charts.py ``picture``)."""
-    return charts.styled(chart).to_dict()
+    are but in :data:`charts.PAGE_FONT` (charts.py says why), without their footer (the page
+    around it says what the footer says).  Made with Altair's process-wide data transformer
+    and theme: a page takes Streamlit's lock around it (pages/parts/run_charts.py
+    ``picture``)."""
+    return charts.styled(chart, PAGE_FONT).to_dict()
 
 
 def page_svg(spec: dict[str, Any]) -> str:
-    """:func:`page_spec`'s spec as SVG.  A picture's text is drawn with the viewer's fonts,
-    and a browser without :data:`FONT` would draw a family it lacks in its default font, a
-    serif: the text falls back to its sans-serif instead (vl-convert writes the family as
-    one attribute value, always this one: tests/test_run_charts.py)."""
+    """:func:`page_spec`'s spec as SVG, its text naming :data:`PAGE_FONT_FAMILY` (vl-convert
+    writes the family as one attribute value, always the spec's one:
+    tests/test_run_charts.py)."""
     svg = str(vl_convert.vegalite_to_svg(spec, allowed_base_urls=[]))
-    return svg.replace(f'font-family="{FONT}"', f'font-family="{FONT}, sans-serif"')
+    return svg.replace(f'font-family="{PAGE_FONT}"', f'font-family="{PAGE_FONT_FAMILY}"')
 
 
 def svg_width(svg: str) -> int:
