@@ -2,7 +2,8 @@
 points (``bench/synthetic.py``), each point given per-request samples as the runner writes
 them (a Parquet file, ten requests per unit of concurrency as the plans' default
 ``num_prompts: 10x`` asks, at most 2,000; 128 output tokens each), then the comparison the
-page builds (samples read, kept bootstrap intervals read, build, new intervals kept):
+page builds (kept bootstrap intervals read, build, reading the samples it needs, new
+intervals kept):
 
 - **first**: no interval kept yet (every point measured once is resampled, then kept);
 - **kept**: the same, as a new server process does it once the intervals are kept
@@ -22,7 +23,7 @@ import numpy as np
 
 from bench.synthetic import fill
 from db import Store
-from db.bootstrap_memo import keep_memos, memos_for
+from db.bootstrap_memo import keep_memos
 from db.connection import transaction
 from domain.core.settings import Settings
 from domain.results.comparison import comparison_with_settings
@@ -52,17 +53,19 @@ def _with_samples(store: Store, run_ids: list[int], directory: Path) -> int:
     return sum(r[2] for r in rows)
 
 
-def _comparison_seconds(store: Store, run_ids: list[int]) -> tuple[float, float]:
-    """(seconds to read the samples, seconds for the rest), as the page does it."""
+def _comparison(store: Store, run_ids: list[int]) -> tuple[float, int]:
+    """(seconds, samples files read) for the comparison as the page builds it
+    (pages/parts/selection.py ``_cached_comparison``): the points, the intervals kept beside
+    their samples, the comparison (which reads the samples it needs), the new intervals kept."""
     started = time.perf_counter()
     frame = points_frame(p.as_dict() for p in store.points_for_comparison(run_ids))
-    samples = store.request_samples([int(p) for p in frame["point_id"].dropna()])
-    read = time.perf_counter() - started
-    memos = memos_for(samples)
-    comparison_with_settings(frame, run_ids[0], run_ids[1:], "en", Settings(), requests=samples,
+    files = store.sample_files([int(p) for p in frame["point_id"].dropna()])
+    memos = files.memos()
+    comparison_with_settings(frame, run_ids[0], run_ids[1:], "en", Settings(), requests=files,
                              bootstrap_memos=memos)
-    keep_memos(samples, memos)
-    return read, time.perf_counter() - started - read
+    read = files.read()
+    keep_memos(read, memos)
+    return time.perf_counter() - started, len(read)
 
 
 def run(quick: bool = False) -> None:
@@ -74,9 +77,10 @@ def run(quick: bool = False) -> None:
         requests = _with_samples(store, run_ids, Path(tmp))
         from scipy import stats  # noqa: F401 - imported by the server at start (scripts/serve_app.py)
 
-        first = _comparison_seconds(store, run_ids)
-        kept = _comparison_seconds(store, run_ids)
+        first = _comparison(store, run_ids)
+        kept = _comparison(store, run_ids)
+        points = len(store.points_for_comparison(run_ids))
     print(f"compare with per-request samples: {runs} runs × 20 points, {requests:,} requests "
           f"(10 per unit of concurrency, at most 2,000 a point)", flush=True)
-    for label, (read, rest) in (("first (none kept)", first), ("kept", kept)):
-        print(f"  {label:<18} {read + rest:6.2f} s  (samples read {read:.2f} s, analysis {rest:.2f} s)", flush=True)
+    for label, (seconds, read) in (("first (none kept)", first), ("kept", kept)):
+        print(f"  {label:<18} {seconds:6.2f} s  (samples files read: {read} of {points})", flush=True)

@@ -49,9 +49,9 @@ def read_samples(path: Path) -> pd.DataFrame:
     """A point's samples, naming in ``attrs`` the file and the identity they were read with
     (none when the file changed while being read: its intervals are then neither read nor
     kept)."""
-    before = _identity(path)
+    before = file_identity(path)
     frame = pq.read_table(path).to_pandas()
-    if _identity(path) == before:
+    if file_identity(path) == before:
         frame.attrs[SAMPLES_FILE] = {"path": str(path), **before}
     return frame
 
@@ -82,7 +82,7 @@ def read_memo(samples_path: Path, identity: Identity | None = None) -> Bootstrap
     """The intervals kept for these samples (``identity``: as read; default: the file now),
     or none (see the module's docstring)."""
     try:
-        expected = identity if identity is not None else _identity(samples_path)
+        expected = identity if identity is not None else file_identity(samples_path)
         document = json.loads(memo_path(samples_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
@@ -98,7 +98,7 @@ def write_memo(samples_path: Path, memo: BootstrapMemo, identity: Identity | Non
     """Keep ``memo`` with what is kept already, if the samples file still has ``identity``
     (the one its samples were read with); True when the file was written."""
     try:
-        current = _identity(samples_path)
+        current = file_identity(samples_path)
         if identity is not None and identity != current:
             return False  # replaced since the samples were read: these intervals are not its
         kept = read_memo(samples_path, current)
@@ -126,7 +126,8 @@ def _source(frame: pd.DataFrame) -> tuple[Path, Identity] | None:
     return Path(named["path"]), {"size": named["size"], "mtime_ns": named["mtime_ns"]}
 
 
-def _identity(samples_path: Path) -> Identity:
+def file_identity(samples_path: Path) -> Identity:
+    """The samples file's size and modification time: what its kept intervals are kept for."""
     stat = samples_path.stat()
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 

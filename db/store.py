@@ -17,10 +17,8 @@ from typing import Any
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
 
 from db import queries as q
-from db.bootstrap_memo import read_samples
 from db.connection import connect, transaction
 from db.migrations import migrate
 from db.rows import (
@@ -38,6 +36,7 @@ from db.rows import (
     SchemaVersionRow,
     TelemetryRow,
 )
+from db.sample_files import SampleFiles
 from domain.core.access import Action, Actor, require
 from domain.core.settings import Settings
 from domain.core.states import (
@@ -545,16 +544,15 @@ class Store:
         whose file is gone or unreadable (the work directory is not the database), is
         absent from the result: never an error.  Each frame names the file it was read from
         (db/bootstrap_memo.py ``samples_file``): its bootstrap intervals are kept beside it."""
+        files = self.sample_files(point_ids)  # read outside the DB lock: files can be large
+        return {point_id: frame for point_id in files if (frame := files.get(point_id)) is not None}
+
+    def sample_files(self, point_ids: Sequence[int]) -> SampleFiles:
+        """The samples of these points as :meth:`request_samples` has them, each read only
+        when asked for (db/sample_files.py), with the intervals kept beside them."""
         with self._read() as con:
             paths = con.execute(q.REQUEST_SAMPLE_PATHS, [list(point_ids)]).fetchall()
-        frames = {}
-        for point_id, path in paths:  # read outside the DB lock: files can be large
-            try:
-                frame = read_samples(Path(path))
-            except (OSError, pa.ArrowInvalid):
-                continue
-            frames[int(point_id)] = frame
-        return frames
+        return SampleFiles({int(point_id): Path(path) for point_id, path in paths})
 
     def runs_for_picker(self, filters: PickerFilters = PickerFilters(), limit: int = 200
                         ) -> tuple[list[PickerRunRow], int]:

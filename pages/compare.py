@@ -178,10 +178,11 @@ def samples_by_point(c: Comparison) -> dict[Point, list[tuple[pd.DataFrame, floa
     found: dict[Point, list[tuple[pd.DataFrame, float]]] = {}
     for row in c.frame[["run_id", "scenario", "concurrency", "point_id", "duration_s"]].to_dict("records"):
         point_id = row["point_id"]
-        if analysis.is_missing(point_id) or int(point_id) not in samples:
+        requests = None if analysis.is_missing(point_id) else samples.get(int(point_id))
+        if requests is None:  # none kept, or its file is gone
             continue
         found.setdefault((row["run_id"], row["scenario"], row["concurrency"]), []).append(
-            (samples[int(point_id)], row["duration_s"]))
+            (requests, row["duration_s"]))
     return found
 
 

@@ -203,9 +203,9 @@ def _sampled_points(frame: pd.DataFrame, metrics: Sequence[Metric], keys: list[s
     narrow = frame[[c for c in read if c in frame.columns]]
     found = {}
     for position, (_key, rows) in enumerate(narrow.groupby(keys, sort=True, dropna=False)):
-        samples = _samples_of(rows, requests)
-        if samples is not None:
-            found[position] = _SampledPoint(rows, samples, metrics, memos).columns()
+        point = _sampled_point(rows, requests, metrics, memos)
+        if point is not None:
+            found[position] = point.columns()
     return found
 
 
@@ -275,33 +275,80 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(frame[column], errors="coerce").astype(float)
 
 
-def _samples_of(rows: pd.DataFrame, requests: RequestSamples | None) -> list[pd.DataFrame] | None:
-    """The per-request samples of every repeat of a point, or None if any repeat lacks them."""
-    if requests is None or "point_id" not in rows.columns:
+def _sampled_point(rows: pd.DataFrame, requests: RequestSamples | None, metrics: Sequence[Metric],
+                   memos: MutableMapping[int, req.BootstrapMemo] | None) -> _SampledPoint | None:
+    """The point from its per-request samples, or None if any repeat lacks them.
+
+    A point measured once whose intervals are kept (``memos``) and whose record holds every
+    latency statistic asked for needs nothing else of its samples: the intervals give its
+    noise and its request count (their ``n``), the record its values.  It is summarised
+    without reading them (``requests`` may read a point's samples only when asked for one:
+    db/sample_files.py), exactly as from them (tests/test_sample_files.py)."""
+    point_ids = _point_ids(rows, requests)
+    if requests is None or point_ids is None:
         return None
+    # The point's columns as lists, read once: a column of the frame per metric and call
+    # was a fifth of a nine-run summary with samples.
+    stored: dict[str, list[Any]] = rows.to_dict("list")
+    if len(point_ids) == 1 and memos is not None and _records_every_latency(stored, metrics):
+        kept = req.kept_intervals(memos.get(point_ids[0]), _duration_of(rows), _request_names(metrics))
+        if kept:  # none kept: fewer than two requests, or nothing computable; the samples say which
+            return _SampledPoint(rows, stored, None, metrics, memos, kept=kept)
     found = []
-    for point_id in rows["point_id"]:
-        samples = None if is_missing(point_id) else requests.get(int(point_id))
+    for point_id in point_ids:
+        samples = requests.get(point_id)
         if samples is None or req.request_count(samples) == 0:
             return None
         found.append(samples)
-    return found
+    return _SampledPoint(rows, stored, found, metrics, memos)
+
+
+def _point_ids(rows: pd.DataFrame, requests: RequestSamples | None) -> list[int] | None:
+    """The point ids of the point's repeats, or None if a repeat has none or no samples listed."""
+    if requests is None or "point_id" not in rows.columns:
+        return None
+    ids: list[int] = []
+    for point_id in rows["point_id"]:
+        if is_missing(point_id) or int(point_id) not in requests:
+            return None
+        ids.append(int(point_id))
+    return ids
+
+
+def _records_every_latency(stored: dict[str, list[Any]], metrics: Sequence[Metric]) -> bool:
+    """Every repeat's record holds every latency statistic of ``metrics`` (else the missing
+    ones come from the samples: :meth:`_SampledPoint.repeat_values`)."""
+    return all(metric.column in stored and not any(math.isnan(_number(v)) for v in stored[metric.column])
+               for metric in metrics if metric.latency)
+
+
+def _duration_of(rows: pd.DataFrame) -> float | None:
+    return _number(rows["duration_s"].iloc[0]) if "duration_s" in rows.columns else None
+
+
+def _request_names(metrics: Sequence[Metric]) -> list[str]:
+    return [m.name for m in metrics if m.from_requests]
 
 
 class _SampledPoint:
-    """The summary columns of one point whose every repeat has per-request samples."""
+    """The summary columns of one point whose every repeat has per-request samples:
+    ``samples``, or, for a point measured once, its ``kept`` intervals alone
+    (:func:`_sampled_point` says when)."""
 
-    def __init__(self, rows: pd.DataFrame, samples: list[pd.DataFrame], metrics: Sequence[Metric],
-                 memos: MutableMapping[int, req.BootstrapMemo] | None = None) -> None:
-        self.rows, self.samples, self.metrics, self.memos = rows, samples, metrics, memos
+    def __init__(self, rows: pd.DataFrame, stored: dict[str, list[Any]], samples: list[pd.DataFrame] | None,
+                 metrics: Sequence[Metric], memos: MutableMapping[int, req.BootstrapMemo] | None = None,
+                 kept: dict[str, req.Interval] | None = None) -> None:
+        self.rows, self.stored, self.metrics, self.memos = rows, stored, metrics, memos  # stored: rows as lists
+        self.samples: list[pd.DataFrame] = samples or []
         self.repeats = len(rows)
-        # The point's columns as lists, read once: a column of the frame per metric and call
-        # was a fifth of a nine-run summary with samples.
-        self.stored: dict[str, list[Any]] = rows.to_dict("list")
-        self.pooled = (req.request_statistics(req.pooled(samples))
+        self.pooled = (req.request_statistics(req.pooled(self.samples))
                        if self.repeats > 1 and any(m.latency for m in metrics) else None)
-        self.intervals = self._bootstrap() if self.repeats == 1 else {}
-        self.counts = [float(req.request_count(s)) for s in samples]
+        if kept:
+            self.intervals = kept
+            self.counts = [float(next(iter(kept.values())).n)]
+        else:
+            self.intervals = self._bootstrap() if self.repeats == 1 else {}
+            self.counts = [float(req.request_count(s)) for s in self.samples]
 
     @functools.cached_property
     def per_repeat(self) -> list[dict[str, float]]:
@@ -310,10 +357,9 @@ class _SampledPoint:
         return [req.request_statistics(s) for s in self.samples]
 
     def _bootstrap(self) -> dict[str, req.Interval]:
-        duration = _number(self.rows["duration_s"].iloc[0]) if "duration_s" in self.rows.columns else None
-        names = [m.name for m in self.metrics if m.from_requests]
         memo = None if self.memos is None else self.memos.setdefault(int(self.rows["point_id"].iloc[0]), {})
-        return req.bootstrap_intervals(self.samples[0], duration, names=names, memo=memo)
+        return req.bootstrap_intervals(self.samples[0], _duration_of(self.rows), names=_request_names(self.metrics),
+                                       memo=memo)
 
     def columns(self) -> dict[str, Any]:
         out: dict[str, Any] = {"low_n_p99": self.low_n_p99()}

@@ -207,13 +207,25 @@ def bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None = None,
     instead of resampling, and given the ones computed now.  The requests of a point never
     change once written, and the seed is fixed, so a kept interval is the one this call
     would compute (tests/test_bootstrap_memo.py)."""
-    key = bootstrap_key(duration_s, names, n_resamples, seed)
-    if memo is not None and key in memo:
-        return {name: Interval(float(e), float(lo), float(hi), int(n)) for name, (e, lo, hi, n) in memo[key].items()}
+    kept = kept_intervals(memo, duration_s, names, n_resamples, seed)
+    if kept is not None:
+        return kept
     intervals = _bootstrap_intervals(requests, duration_s, names=names, n_resamples=n_resamples, seed=seed)
     if memo is not None:
-        memo[key] = {name: [i.estimate, i.low, i.high, i.n] for name, i in intervals.items()}
+        memo[bootstrap_key(duration_s, names, n_resamples, seed)] = {
+            name: [i.estimate, i.low, i.high, i.n] for name, i in intervals.items()}
     return intervals
+
+
+def kept_intervals(memo: BootstrapMemo | None, duration_s: float | None, names: Sequence[str],
+                   n_resamples: int = N_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Interval] | None:
+    """The intervals :func:`bootstrap_intervals` would return with these arguments, as
+    ``memo`` keeps them, or None when it keeps none for them.  Each interval's ``n`` is the
+    point's successful requests (:func:`request_count`), the same for every statistic."""
+    entry = None if memo is None else memo.get(bootstrap_key(duration_s, names, n_resamples, seed))
+    if entry is None:
+        return None
+    return {name: Interval(float(e), float(lo), float(hi), int(n)) for name, (e, lo, hi, n) in entry.items()}
 
 
 def _bootstrap_intervals(requests: pd.DataFrame, duration_s: float | None, *, names: Sequence[str],

@@ -22,8 +22,9 @@ import pandas as pd
 import streamlit as st
 
 from db import DbBusy
-from db.bootstrap_memo import keep_memos, memos_for
+from db.bootstrap_memo import keep_memos
 from db.rows import PickerChoiceRow, PickerRunRow
+from db.sample_files import SampleFiles
 from db.store import PickerFilters
 from domain.core.i18n import t
 from domain.core.settings import get_settings
@@ -72,30 +73,35 @@ def cached_points(run_ids: tuple[int, ...]) -> pd.DataFrame:
 
 
 # A point's samples never change once written, so no TTL; a few selections' worth are kept.
-@st.cache_data(show_spinner=False, max_entries=8)
-def _request_samples(point_ids: tuple[int, ...]) -> dict[int, pd.DataFrame]:
-    """Per-request samples by point id (``Store.request_samples``: the Parquet file the runner
-    wrote per point; imported points and points measured before samples were kept have none,
-    and are simply absent).  The one place the pages read samples."""
-    return store().request_samples(list(point_ids))
+# A resource, not data: each point's samples are read when first asked for and then shared
+# by every session, never copied (a cached dict of nine runs' samples was pickled whole:
+# 0.8 s of the compare page's first visit); nothing changes a samples frame.
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _request_samples(point_ids: tuple[int, ...]) -> SampleFiles:
+    """Per-request samples by point id (``Store.sample_files``: the Parquet file the runner
+    wrote per point, read when asked for; imported points and points measured before
+    samples were kept have none, and are simply absent).  The one place the pages read
+    samples."""
+    return store().sample_files(list(point_ids))
 
 
-def keep_new_intervals(samples: Mapping[int, pd.DataFrame], memos: Mapping[int, BootstrapMemo],
+def keep_new_intervals(samples: SampleFiles, memos: Mapping[int, BootstrapMemo],
                        known: Mapping[int, int]) -> None:
     """Keep beside the samples the intervals of the points whose memo grew (``known``: how
     many entries each had before).  Best effort (db/bootstrap_memo.py): the comparison is
     built already, and nothing here may lose it."""
     grown = {point_id: memo for point_id, memo in memos.items() if len(memo) > known.get(point_id, 0)}
     try:
-        keep_memos(samples, grown)
+        keep_memos(samples.read(), grown)  # a memo grows only for samples read
     except Exception:  # kept the next time; the page shows what it computed
         _LOG.warning("bootstrap intervals not kept beside the samples", exc_info=True)
 
 
-def request_samples(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """The samples of every point of ``frame`` that has them (``point_id`` column)."""
+def request_samples(frame: pd.DataFrame) -> SampleFiles:
+    """The samples of every point of ``frame`` that has them (``point_id`` column), each read
+    when first asked for: ``get`` (None for a point without, or whose file is gone)."""
     if "point_id" not in frame.columns:
-        return {}
+        return SampleFiles({})
     return _request_samples(tuple(sorted({int(p) for p in frame["point_id"].dropna()})))
 
 
@@ -302,8 +308,9 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
         keep = list(zip(aligned["run_id"], aligned["scenario"], aligned["concurrency"], strict=True))
     samples = request_samples(frame)
     # The intervals kept beside the samples (db/bootstrap_memo.py): a point measured once
-    # is resampled once, not on every comparison and process.
-    memos = memos_for(samples)
+    # is resampled once, not on every comparison and process, and its samples are then
+    # not even read (db/sample_files.py).
+    memos = samples.memos()
     known = {point_id: len(memo) for point_id, memo in memos.items()}
     built = comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                      intended_to_differ=frozenset(intended), requests=samples, keep_cold=keep,
