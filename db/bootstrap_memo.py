@@ -61,7 +61,7 @@ def memos_for(samples: Mapping[int, pd.DataFrame]) -> dict[int, BootstrapMemo]:
     where none are kept; no memo for samples that do not name their file)."""
     found = {}
     for point_id, frame in samples.items():
-        source = _source(frame)
+        source = samples_source(frame)
         if source is not None:
             found[point_id] = read_memo(source[0], source[1])
     return found
@@ -72,7 +72,7 @@ def keep_memos(samples: Mapping[int, pd.DataFrame], memos: Mapping[int, Bootstra
     read from; how many files were written."""
     written = 0
     for point_id, memo in memos.items():
-        source = _source(samples[point_id]) if point_id in samples else None
+        source = samples_source(samples[point_id]) if point_id in samples else None
         if source is not None and memo:
             written += write_memo(source[0], memo, source[1])
     return written
@@ -119,7 +119,9 @@ def write_memo(samples_path: Path, memo: BootstrapMemo, identity: Identity | Non
     return True
 
 
-def _source(frame: pd.DataFrame) -> tuple[Path, Identity] | None:
+def samples_source(frame: pd.DataFrame) -> tuple[Path, Identity] | None:
+    """The file a samples frame was read from and its identity then (:func:`read_samples`),
+    or None when it names none."""
     named = frame.attrs.get(SAMPLES_FILE)
     if not isinstance(named, dict) or not isinstance(named.get("path"), str):
         return None

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from db.bootstrap_memo import SAMPLES_FILE, Identity, file_identity, read_memo, read_samples
+from db.bootstrap_memo import Identity, file_identity, read_memo, read_samples, samples_source
 from domain.results.requests import BootstrapMemo
 
 
@@ -71,8 +71,8 @@ class SampleFiles(Mapping[int, pd.DataFrame]):
                 continue
             with self._lock:  # a file read already: its intervals are the ones of what was read
                 read = self._frames.get(point_id)
-                identity = self._identities.setdefault(point_id, (_identity_of(read) if read is not None else None)
-                                                       or identity)
+                source = samples_source(read) if read is not None else None
+                identity = self._identities.setdefault(point_id, source[1] if source is not None else identity)
             found[point_id] = read_memo(path, identity)
         return found
 
@@ -90,11 +90,7 @@ class SampleFiles(Mapping[int, pd.DataFrame]):
         except (OSError, pa.ArrowInvalid):
             return None
         expected = self._identities.get(point_id)
-        if expected is not None and _identity_of(frame) != expected:
+        source = samples_source(frame)
+        if expected is not None and (source is None or source[1] != expected):
             return None  # replaced since its intervals were read
         return frame
-
-
-def _identity_of(frame: pd.DataFrame) -> Identity | None:
-    named = frame.attrs.get(SAMPLES_FILE)
-    return {"size": named["size"], "mtime_ns": named["mtime_ns"]} if isinstance(named, dict) else None

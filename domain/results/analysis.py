@@ -290,7 +290,7 @@ def _sampled_point(rows: pd.DataFrame, requests: RequestSamples | None, metrics:
     # The point's columns as lists, read once: a column of the frame per metric and call
     # was a fifth of a nine-run summary with samples.
     stored: dict[str, list[Any]] = rows.to_dict("list")
-    if len(point_ids) == 1 and memos is not None and _records_every_latency(stored, metrics):
+    if len(point_ids) == 1 and memos is not None and _records_every_latency(stored, metrics, repeats=1):
         kept = req.kept_intervals(memos.get(point_ids[0]), _duration_of(rows), _request_names(metrics))
         if kept:  # none kept: fewer than two requests, or nothing computable; the samples say which
             return _SampledPoint(rows, stored, None, metrics, memos, kept=kept)
@@ -315,11 +315,16 @@ def _point_ids(rows: pd.DataFrame, requests: RequestSamples | None) -> list[int]
     return ids
 
 
-def _records_every_latency(stored: dict[str, list[Any]], metrics: Sequence[Metric]) -> bool:
+def _records_every_latency(stored: dict[str, list[Any]], metrics: Sequence[Metric], repeats: int) -> bool:
     """Every repeat's record holds every latency statistic of ``metrics`` (else the missing
     ones come from the samples: :meth:`_SampledPoint.repeat_values`)."""
-    return all(metric.column in stored and not any(math.isnan(_number(v)) for v in stored[metric.column])
+    return all(not any(math.isnan(v) for v in _stored_numbers(stored, metric, repeats))
                for metric in metrics if metric.latency)
+
+
+def _stored_numbers(stored: dict[str, list[Any]], metric: Metric, repeats: int) -> list[float]:
+    """The metric's stored value per repeat, NaN where the record has none."""
+    return [_number(v) for v in stored.get(metric.column, [None] * repeats)]
 
 
 def _duration_of(rows: pd.DataFrame) -> float | None:
@@ -374,7 +379,7 @@ class _SampledPoint:
     def repeat_values(self, metric: Metric) -> list[float]:
         """The metric per repeat: the stored column, else (a client that did not report it)
         the same statistic from the repeat's samples."""
-        stored = [_number(v) for v in self.stored.get(metric.column, [None] * self.repeats)]
+        stored = _stored_numbers(self.stored, metric, self.repeats)
         if not metric.latency or not any(math.isnan(v) for v in stored):
             return stored
         return [s[metric.name] if math.isnan(v) else v for v, s in zip(stored, self.per_repeat, strict=True)]

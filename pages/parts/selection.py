@@ -85,14 +85,13 @@ def _request_samples(point_ids: tuple[int, ...]) -> SampleFiles:
     return store().sample_files(list(point_ids))
 
 
-def keep_new_intervals(samples: SampleFiles, memos: Mapping[int, BootstrapMemo],
-                       known: Mapping[int, int]) -> None:
-    """Keep beside the samples the intervals of the points whose memo grew (``known``: how
-    many entries each had before).  Best effort (db/bootstrap_memo.py): the comparison is
-    built already, and nothing here may lose it."""
-    grown = {point_id: memo for point_id, memo in memos.items() if len(memo) > known.get(point_id, 0)}
+def keep_new_intervals(samples: SampleFiles, memos: Mapping[int, BootstrapMemo]) -> None:
+    """Keep beside the samples the intervals computed from them (a memo grows only for
+    samples read; ``write_memo`` writes a file only for intervals it does not hold yet).
+    Best effort (db/bootstrap_memo.py): the comparison is built already, and nothing here
+    may lose it."""
     try:
-        keep_memos(samples.read(), grown)  # a memo grows only for samples read
+        keep_memos(samples.read(), memos)
     except Exception:  # kept the next time; the page shows what it computed
         _LOG.warning("bootstrap intervals not kept beside the samples", exc_info=True)
 
@@ -311,11 +310,10 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
     # is resampled once, not on every comparison and process, and its samples are then
     # not even read (db/sample_files.py).
     memos = samples.memos()
-    known = {point_id: len(memo) for point_id, memo in memos.items()}
     built = comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                      intended_to_differ=frozenset(intended), requests=samples, keep_cold=keep,
                                      bootstrap_memos=memos)
-    keep_new_intervals(samples, memos, known)
+    keep_new_intervals(samples, memos)
     return built
 
 
