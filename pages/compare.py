@@ -157,7 +157,7 @@ def metrics_section(c: Comparison, stat: str) -> list[str]:
             st.caption(md(t("compare_page.p90_missing", lang, metric=label, points=", ".join(missing))))
     st.caption(md(t("compare_page.cells", lang, low_n=analysis.low_n_text(lang))) + "  \n"
                + md(t("compare_page.headers", lang, mark=NOT_COMPARABLE_MARK)))
-    st.caption(md(analysis.noise_rule_text(lang)))
+    st.caption(md(analysis.noise_rule_text(lang, c.practical_threshold_pct)))
     return [metric_of(kind, stat) for kind in kinds]
 
 

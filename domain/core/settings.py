@@ -171,6 +171,10 @@ class Settings(BaseSettings):
         default=10.0, gt=0,
         description="Compare: saturation when throughput gains < this % per doubling of concurrency.",
     )
+    practical_threshold_pct: float = Field(
+        default=2.0, ge=0,
+        description="Compare: a delta beyond the noise but within ± this % is 'small', never coloured better/worse.",
+    )
     sla_metric: Literal["ttft_p99", "tpot_p99", "itl_p99", "e2e_p99"] = Field(
         default="ttft_p99", description="Compare: the p99 latency the SLA applies to."
     )

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
+from domain.results import difference
 from domain.results import requests as req
 from domain.results.requests import RequestSamples
 
@@ -138,9 +139,15 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, t_quantile_975(len(clean) - 1) * std / math.sqrt(len(clean))
 
 
-def noise_rule_text(lang: str) -> str:
+def noise_rule_text(lang: str, threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> str:
     """The rule behind every "≈" and "?" of a comparison, in words (caveats, page notes)."""
-    return t("stats.noise_rule", lang, resamples=req.N_RESAMPLES, mark=UNCERTAIN_MARK, low_n=LOW_N_P99_REQUESTS)
+    return " ".join((t("stats.noise_rule", lang, resamples=req.N_RESAMPLES, mark=UNCERTAIN_MARK,
+                       low_n=LOW_N_P99_REQUESTS), practical_rule_text(lang, threshold_pct)))
+
+
+def practical_rule_text(lang: str, threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> str:
+    """The practical threshold in words, with its value and its setting (the legends)."""
+    return t("stats.practical_rule", lang, pct=f"{threshold_pct:g}", small=t("stats.delta_small", lang, delta="+0.6%"))
 
 
 def basis_text(basis: str, lang: str) -> str:
@@ -424,18 +431,21 @@ COMPARE_COLUMNS = (
     "value", "ci", "baseline_value", "baseline_repeats", "delta_pct", "noise_pct", "noise_source", "verdict",
     "basis", "n", "baseline_basis", "baseline_n", "low_n",
 )
-VERDICTS = ("baseline", "better", "worse", "same", "changed", "uncertain", "n/a")
+VERDICTS = ("baseline", "better", "worse", "same", "small", "changed", "uncertain", "n/a")
 
 
 def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int] | None = None,
                   metrics: Sequence[Metric] = METRICS, requests: RequestSamples | None = None,
-                  summary: pd.DataFrame | None = None) -> pd.DataFrame:
+                  summary: pd.DataFrame | None = None,
+                  practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> pd.DataFrame:
     """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`, ordered
     by scenario, concurrency, metric (as in ``metrics``) and run (baseline first).
 
     ``verdict`` (one of :data:`VERDICTS`): 'baseline' (the baseline's own row), 'better' /
-    'worse' (outside the noise, by the metric's direction), 'same' (inside the noise: shown
-    "≈"), 'changed' (outside the noise for a metric with no direction), 'uncertain' (no noise
+    'worse' (outside the noise and the practical threshold, by the metric's direction), 'same'
+    (inside the noise: shown "≈"), 'small' (outside the noise, inside
+    ``practical_threshold_pct``: never coloured), 'changed' (outside both for a metric with no
+    direction), 'uncertain' (no noise
     estimate on one side or both: never judged), 'n/a' (a side is missing).
     ``noise_source``: 'repeats' or 'bootstrap' (both sides the same kind),
     'repeats+bootstrap' (one of each), 'exact' (a server fact), None (no estimate).
@@ -456,7 +466,7 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
                  "repeats": "baseline_repeats", "basis": "baseline_basis", "n": "baseline_n"})
     table = long.merge(base, on=[*POINT, "metric"], how="left")
     table["baseline_repeats"] = table["baseline_repeats"].fillna(0).astype(int)
-    _add_deltas(table, baseline_run_id)
+    _add_deltas(table, baseline_run_id, practical_threshold_pct)
     table["low_n"] = _low_n(table)
     metric_order = {m.name: i for i, m in enumerate(metrics)}
     run_order = {run_id: i for i, run_id in enumerate(wanted)}
@@ -502,7 +512,8 @@ def _low_n(table: pd.DataFrame) -> np.ndarray:
                 | (table["baseline_n"].to_numpy(dtype=float) < needed))
 
 
-def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
+def _add_deltas(table: pd.DataFrame, baseline_run_id: int,
+                threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> None:
     """Fills delta_pct, noise_pct, noise_source and verdict, vectorised: the rules of
     :func:`delta_pct`, :func:`noise_band_pct` and :func:`verdict`, which say them for one
     row (a row at a time was a fifth of a nine-run comparison's compare table)."""
@@ -521,12 +532,7 @@ def _add_deltas(table: pd.DataFrame, baseline_run_id: int) -> None:
     ci_source = table["ci_source"].to_numpy(dtype=object)
     same_source = ci_source == table["baseline_ci_source"].to_numpy(dtype=object)
     sources[has_noise] = np.where(same_source[has_noise], ci_source[has_noise], "repeats+bootstrap")
-    direction = table["direction"].to_numpy(dtype=object)
-    higher, lower = direction == "higher", direction == "lower"
-    with np.errstate(invalid="ignore"):
-        judged = np.select(
-            [np.isnan(delta), np.isnan(noise), np.abs(delta) <= noise, ~(higher | lower), (delta > 0) == higher],
-            ["n/a", "uncertain", "same", "changed", "better"], "worse")
+    judged = difference.classify_many(delta, noise, table["direction"].to_numpy(dtype=object), threshold_pct)
     verdicts = np.where(is_baseline, "baseline", np.where(np.isnan(base), "n/a", judged))
     table["delta_pct"] = np.where(is_baseline, np.nan, delta)
     table["noise_pct"] = noise
@@ -552,26 +558,24 @@ def noise_band_pct(baseline: float, ci: float, baseline_ci: float, ci_source: ob
     return math.hypot(ci, baseline_ci) / abs(baseline) * 100.0, source
 
 
-def verdict(delta: float, noise: float, direction: object) -> str:
-    if is_missing(delta):
-        return "n/a"
-    if is_missing(noise):
-        return "uncertain"
-    if abs(delta) <= noise:
-        return "same"
-    if direction not in ("higher", "lower"):  # None, or NaN after a frame round trip
-        return "changed"
-    return "better" if (delta > 0) == (direction == "higher") else "worse"
+def verdict(delta: float, noise: float, direction: object,
+            threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> str:
+    """One delta's verdict (:func:`domain.results.difference.classify`)."""
+    return difference.classify(float(delta) if not is_missing(delta) else math.nan,
+                               float(noise) if not is_missing(noise) else math.nan, direction, threshold_pct)
 
 
-def delta_text(delta: float, verdict_: str) -> str:
-    """How a delta is shown: "≈" inside the noise, "+12.3%" outside, "+12.3%?" without a
-    noise estimate (not judged), "" when there is none."""
+def delta_text(delta: float, verdict_: str, lang: str = "en") -> str:
+    """How a delta is shown: "≈" inside the noise, "+0.6% small" beyond the noise but inside
+    the practical threshold, "+12.3%" beyond both, "+12.3%?" without a noise estimate (not
+    judged), "" when there is none."""
     if verdict_ == "same":
         return "≈"
     if verdict_ in ("n/a", "baseline") or is_missing(delta):
         return ""
     text = f"{delta:+.1f}%"
+    if verdict_ == difference.SMALL:
+        return t("stats.delta_small", lang, delta=text)
     return text + UNCERTAIN_MARK if verdict_ == "uncertain" else text
 
 
@@ -609,7 +613,7 @@ def wide_table(compare: pd.DataFrame, lang: str, metrics: Sequence[str] | None =
             columns[(run, metric_label(name, lang))] = values["value"]
             if with_delta and (values["verdict"] != "baseline").any():
                 columns[(run, t("compare.delta_of", lang, metric=metric_label(name, lang)))] = pd.Series(
-                    [delta_text(d, v) for d, v in zip(values["delta_pct"], values["verdict"], strict=True)],
+                    [delta_text(d, v, lang) for d, v in zip(values["delta_pct"], values["verdict"], strict=True)],
                     index=values.index)
     table = pd.DataFrame(columns)
     table.columns = pd.MultiIndex.from_tuples(table.columns)

@@ -19,11 +19,12 @@ import pandas as pd
 
 from domain.core.i18n import t
 from domain.flags.risk import risk_layers
-from domain.results import analysis, comparability
+from domain.results import analysis, comparability, difference
 
 
 def caveat_lines(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,
-                 intended_to_differ: Collection[str] = frozenset(), checklist: pd.DataFrame | None = None) -> list[str]:
+                 intended_to_differ: Collection[str] = frozenset(), checklist: pd.DataFrame | None = None,
+                 practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> list[str]:
     """The footer every export carries, in the UI language.  ``checklist`` (the output of
     :func:`comparability.comparability_summary`) saves recomputing it when at hand."""
     summary = checklist
@@ -34,7 +35,7 @@ def caveat_lines(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[in
                key=comparability.key_summary(frame, baseline_run_id, lang))]
     lines += comparability.verdict_lines(summary, baseline_run_id, lang)
     lines.append(t("compare.caveat.repeats", lang, repeats=_repeats_text(frame, [baseline_run_id, *run_ids])) + " · "
-                 + t("compare.caveat.noise", lang, noise=_noise_text(lang)))
+                 + t("compare.caveat.noise", lang, noise=analysis.noise_rule_text(lang, practical_threshold_pct)))
     lines.append(_sources_text(frame, [baseline_run_id, *run_ids], lang))
     return lines
 
@@ -77,10 +78,6 @@ def _repeats_text(frame: pd.DataFrame, run_ids: Sequence[int]) -> str:
     counts = rows.groupby(["run_id", *analysis.POINT]).size()
     low, high = int(counts.min()), int(counts.max())
     return str(low) if low == high else f"{low}–{high}"
-
-
-def _noise_text(lang: str) -> str:
-    return analysis.noise_rule_text(lang)
 
 
 def _sources_text(frame: pd.DataFrame, run_ids: Sequence[int], lang: str) -> str:

@@ -12,7 +12,7 @@ from functools import cached_property
 import pandas as pd
 
 from domain.core.settings import Settings
-from domain.results import analysis, comparability, curve, estimate_overlay, validity
+from domain.results import analysis, comparability, curve, difference, estimate_overlay, validity
 from domain.results.caveat import caveat_lines, changed_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 
@@ -52,6 +52,8 @@ class Comparison:
     sla_threshold_ms: float | None = None
     # The cold first points the user keeps in the knee (curve.saturation_points' ``keep``).
     keep_cold: frozenset[tuple[object, object, object]] = frozenset()
+    # Below this |Δ| in %, a delta beyond the noise is 'small', never better/worse (difference.py).
+    practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT
 
     @cached_property
     def run_names(self) -> dict[object, tuple[object, object]]:
@@ -90,7 +92,8 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
                      sla_metric: str | None = None, sla_threshold_ms: float | None = None,
                      requests: RequestSamples | None = None,
                      keep_cold: Collection[tuple[object, object, object]] = (),
-                     bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None) -> Comparison:
+                     bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None,
+                     practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> Comparison:
     """``requests``: per-request samples by point id (pooled percentiles, bootstrap noise);
     ``bootstrap_memos``: their intervals computed before, by point id (analysis.summarise_points);
     ``keep_cold``: (run, scenario, concurrency) cold first points the user keeps in the
@@ -109,15 +112,16 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
         intended_to_differ=frozenset(intended_to_differ), summary=summary,
         # ``selected`` holds exactly these runs, so the summary above is compare_table's own.
         compare=analysis.compare_table(selected, baseline_run_id, [baseline_run_id, *others], requests=requests,
-                                       summary=summary),
+                                       summary=summary, practical_threshold_pct=practical_threshold_pct),
         scaling=scaling, badges=badges, matrix=matrix,
         checklist=checklist,
-        caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist),
+        caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist,
+                            practical_threshold_pct),
         flag_diff=flag_diff,
         verdict_lines=comparability.verdict_lines(checklist, baseline_run_id, lang),
         changed_lines=changed_lines(flag_diff, checklist, baseline_run_id, lang),
         gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric, sla_threshold_ms=sla_threshold_ms,
-        keep_cold=frozenset(keep_cold),
+        keep_cold=frozenset(keep_cold), practical_threshold_pct=practical_threshold_pct,
     )
 
 
@@ -190,10 +194,11 @@ def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids:
                              requests: RequestSamples | None = None,
                              keep_cold: Collection[tuple[object, object, object]] = (),
                              bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None) -> Comparison:
-    """build_comparison with the saturation rule and p99 SLA taken from the settings, as
+    """build_comparison with the saturation rule, the p99 SLA and the practical threshold taken from the settings, as
     both the compare page and ``runner export`` use it."""
     return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
                             gain_threshold_pct=settings.saturation_gain_pct,
                             sla_metric=settings.sla_metric if settings.sla_ms else None,
                             sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold,
-                            bootstrap_memos=bootstrap_memos)
+                            bootstrap_memos=bootstrap_memos,
+                            practical_threshold_pct=settings.practical_threshold_pct)

@@ -33,7 +33,7 @@ DEFAULT_KINDS = ("throughput", "ttft", "tpot")
 NAME_CHARS = 18  # a run name longer than this is cut in headers; the full name is in the column's help
 NOT_COMPARABLE_MARK = "✗"  # a character every font has (an emoji needs an emoji font)
 VERDICT_STYLE = {"better": "color: #1a7f37; font-weight: 600", "worse": "color: #cf222e; font-weight: 600",
-                 "changed": "color: #9a6700"}
+                 "changed": "color: #9a6700"}  # 'small' (inside the practical threshold): no colour
 
 
 def short(text: object, limit: int = NAME_CHARS) -> str:
@@ -79,7 +79,7 @@ def points_pivot(c: Comparison, cell: Callable[[Point], str], lang: str) -> tupl
     return table, config
 
 
-def metric_cell(row: Mapping[str, Any]) -> str:
+def metric_cell(row: Mapping[str, Any], lang: str = "en") -> str:
     """"1,234.5 (+3.2%)" as the slides write it, "~" before a mean of repeats' percentiles,
     "†" after a quantile from too few requests."""
     if analysis.is_missing(row["value"]):
@@ -88,7 +88,7 @@ def metric_cell(row: Mapping[str, Any]) -> str:
     metric = analysis.METRIC_BY_NAME.get(str(row["metric"]))
     if metric is not None and metric.quantile_pct is not None and row["basis"] == "mean_of_repeats":
         text = "~" + text
-    delta = analysis.delta_text(row["delta_pct"], row["verdict"])
+    delta = analysis.delta_text(row["delta_pct"], row["verdict"], lang)
     text += f" ({delta})" if delta else ""
     return text + (" †" if bool(row["low_n"]) else "")
 
@@ -105,7 +105,7 @@ def metric_table(c: Comparison, metric: str, lang: str) -> MetricTable:
 def _metric_table(c: Comparison, metric: str, lang: str) -> MetricTable:
     rows = c.compare[c.compare["metric"] == metric]
     by_point = {(r["run_id"], r["scenario"], r["concurrency"]): r for r in rows.to_dict("records")}
-    table, config = points_pivot(c, lambda key: metric_cell(by_point[key]) if key in by_point else "", lang)
+    table, config = points_pivot(c, lambda key: metric_cell(by_point[key], lang) if key in by_point else "", lang)
     styles = pd.DataFrame({column: [VERDICT_STYLE.get(str(by_point[key]["verdict"]), "") if key in by_point else ""
                                     for key in ((int(column[1:]), s, conc) for s, conc in table.index)]
                            for column in table.columns}, index=table.index)
