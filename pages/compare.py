@@ -53,7 +53,6 @@ st.title(t("compare.page_title", lang))
 
 KEEP_COLD_KEY = "compare.keep_cold"
 STAT_KEY = "compare.stat"
-CHANGED_SHOWN = 8  # lines of "what changed" shown at once; an import that knows no flags lists dozens
 FAR_BELOW_SHOWN = 3  # points far below their estimate listed at once; the rest behind an expander
 
 
@@ -67,17 +66,13 @@ md = streamlit_md_text  # text shown through Markdown as literal text (a run nam
 
 
 def verdict_section(c: Comparison) -> None:
-    """One line per compared run naming each difference with both values (the exports' first
-    lines), in one box per verdict (``verdict_boxes``)."""
-    verdict_boxes((verdict, md(line)) for verdict, line in zip(c.checklist["verdict"], c.verdict_lines, strict=True))
+    """One line per compared run: the verdict naming each difference with both values and the
+    change under test from the older run to the newer (the exports' first lines), in one box
+    per verdict (``verdict_boxes``); every changed flag with its layer and risk behind a click."""
+    verdict_boxes((verdict, md(line)) for verdict, line in zip(c.checklist["verdict"], c.headline_lines, strict=True))
     if c.changed_lines:
-        first, rest = c.changed_lines[:CHANGED_SHOWN], c.changed_lines[CHANGED_SHOWN:]
-        with st.container(border=True):
-            st.markdown(f"**{md(t('compare_page.changed', lang))}**")
-            st.markdown("\n".join(f"- {md(line)}" for line in first))
-            if rest:
-                with st.expander(t("compare_page.changed_more", lang, n=len(rest))):
-                    st.markdown("\n".join(f"- {md(line)}" for line in rest))
+        with st.expander(t("compare_page.changed", lang)):
+            st.markdown("\n".join(f"- {md(line)}" for line in c.changed_lines))
     # The caveat repeats the verdict lines for the exports' footers; here they are above.
     st.caption(md(" · ".join(line for line in c.caveat if line not in set(c.verdict_lines))))
 

@@ -160,7 +160,11 @@ def test_verdict_lines_come_first_and_name_the_kv_cache_dtype(compare_app, brows
     _open(page, url, f"baseline={runs['base']}&runs={runs['fp8']}&lang=en")
     alerts = page.get_by_test_id("stAlert")
     first = alerts.first
-    expect(first).to_contain_text(f"run #{runs['fp8']} vs baseline #{runs['base']}: not comparable")
+    # The headline: the newer run against the older, the baseline marked, the change under test named.
+    newer, older = sorted((runs["fp8"], runs["base"]), reverse=True)
+    marked = {runs["base"]: " (baseline)"}
+    expect(first).to_contain_text(f"#{newer}{marked.get(newer, '')} vs #{older}{marked.get(older, '')}: not comparable")
+    expect(first).to_contain_text("the change under test: --kv-cache-dtype")
     expect(first).to_contain_text("auto → fp8_e4m3")
     # Above every section heading: the verdict is the first thing read.
     verdict_top = first.bounding_box()["y"]

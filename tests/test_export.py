@@ -264,7 +264,7 @@ def names_the_cap(text: str) -> bool:
 def test_the_flag_diff_reaches_the_head_of_every_export(cap_pair: Comparison) -> None:
     assert not cap_pair.flag_diff.empty
     head = export_head(cap_pair)
-    assert head[:1] == cap_pair.verdict_lines and "#2" in head[0] and any(names_the_cap(line) for line in head)
+    assert head[:1] == cap_pair.headline_lines and "#2" in head[0] and any(names_the_cap(line) for line in head)
     csv_text = comparison_csv(cap_pair).decode("utf-8-sig")
     first = [line for line in csv_text.splitlines()[:len(head)]]
     assert all(line.startswith("# ") for line in first) and any(names_the_cap(line) for line in first)

@@ -14,6 +14,7 @@ import pandas as pd
 from domain.core.settings import Settings
 from domain.results import analysis, comparability, curve, difference, estimate_overlay, validity
 from domain.results.caveat import caveat_lines, changed_lines
+from domain.results.headline import headline_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 
 
@@ -46,6 +47,9 @@ class Comparison:
     # What changed, per run: each differing server flag with its layer and risk, or a line
     # saying none does, then the conditions marked as under test with both values.
     changed_lines: list[str] = field(default_factory=list)
+    # Per compared run: the verdict and the change under test from the older run to the newer
+    # (domain/results/headline.py): the verdict box's line, every export's first, the slide's title.
+    headline_lines: list[str] = field(default_factory=list)
     gain_threshold_pct: float = curve.DEFAULT_SATURATION_GAIN_PCT  # the knee rule's threshold, for labels
     # The p99 SLA of the saturation rule (curve.saturation_points), when one is set.
     sla_metric: str | None = None
@@ -120,6 +124,7 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
         flag_diff=flag_diff,
         verdict_lines=comparability.verdict_lines(checklist, baseline_run_id, lang),
         changed_lines=changed_lines(flag_diff, checklist, baseline_run_id, lang),
+        headline_lines=headline_lines(flag_diff, checklist, baseline_run_id, lang),
         gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric, sla_threshold_ms=sla_threshold_ms,
         keep_cold=frozenset(keep_cold), practical_threshold_pct=practical_threshold_pct,
     )
