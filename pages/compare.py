@@ -29,7 +29,7 @@ from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
 from domain.results import analysis, comparability, curve, estimate_overlay, validity
 from domain.results.comparison import Comparison
-from domain.slides import charts, deck, tables
+from domain.slides import charts, deck, one_slide, tables
 from domain.slides.charts import AnyChart, styled
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.compare_tables import (
@@ -513,37 +513,47 @@ def deck_gaps(c: Comparison) -> dict[int, pd.DataFrame]:
     return {} if guard.failed else gaps
 
 
-def downloads_section(c: Comparison, stat: str) -> None:
+PPTX_MIME = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+
+
+def downloads_section(c: Comparison, stat: str, metrics: list[str]) -> None:
+    """The one slide first (the metrics shown, at the chosen statistic), then the full deck,
+    CSV and Markdown beside it, each one click; the chart pictures behind a toggle.  A
+    download does not rerun the page (on_click="ignore"): a rerun would render every file
+    again and withdraw the ones a following click was fetching.  Each file is written when
+    clicked (Streamlit calls ``data`` then), not on every rerun of the page."""
     st.subheader(t("compare.downloads", lang))
     base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
+    page_ref = f"/compare?baseline={c.baseline_run_id}&runs={','.join(map(str, c.run_ids))}"
+    report_ref = f"{base}-deck.pptx · {page_ref}"
+    st.download_button(t("compare.download_slide", lang),
+                       lambda: one_slide.one_slide(c, report_ref, metrics or one_slide.DEFAULT_METRICS),
+                       file_name=f"{base}-slide.pptx", mime=PPTX_MIME, on_click="ignore", type="primary",
+                       icon=":material/slideshow:", help=t("compare.download_slide_help", lang))
     c1, c2, c3 = st.columns(3)
-    # A download does not rerun the page (on_click="ignore"): a rerun would render every file
-    # again and withdraw the ones a following click was fetching.  CSV and Markdown are
-    # written when clicked (Streamlit calls ``data`` then), not on every rerun of the page:
-    # the Markdown's notes took most of the page's time at 9 runs.
-    c1.download_button("CSV", lambda: tables.comparison_csv(c), file_name=f"{base}.csv", mime="text/csv",
+    c1.download_button(t("compare.download_deck", lang),
+                       lambda: deck.comparison_deck(c, chart_set=slide_set(c, stat), gaps=deck_gaps(c)),
+                       file_name=f"{base}-deck.pptx", mime=PPTX_MIME, on_click="ignore")
+    c2.download_button("CSV", lambda: tables.comparison_csv(c), file_name=f"{base}.csv", mime="text/csv",
                        on_click="ignore")
-    c2.download_button("Markdown", lambda: tables.comparison_markdown(c), file_name=f"{base}.md",
+    c3.download_button("Markdown", lambda: tables.comparison_markdown(c), file_name=f"{base}.md",
                        mime="text/markdown", on_click="ignore")
-    if not st.toggle(t("compare.prepare_files", lang), key="compare.prepare", help=t("compare.prepare_help", lang)):
-        return
-    # Rendering takes seconds: a bar that moves per file says how far it is.
+    if st.toggle(t("compare.prepare_files", lang), key="compare.prepare", help=t("compare.prepare_help", lang)):
+        chart_pictures(c, stat, base)
+
+
+def chart_pictures(c: Comparison, stat: str, base: str) -> None:
+    """PNG and SVG of every chart of the slide set; rendering takes seconds, so a bar moves per file."""
     chart_set = slide_set(c, stat)
-    steps = 1 + 2 * len(chart_set)
+    steps = 2 * len(chart_set)
     bar = st.progress(0.0, text=t("compare.rendering", lang))
-    c3.download_button("PPTX", deck.comparison_deck(c, chart_set=chart_set, gaps=deck_gaps(c)),
-                       file_name=f"{base}.pptx",
-                       mime="application/vnd.openxmlformats-officedocument.presentationml.presentation",
-                       on_click="ignore")
-    done = 1
     for index, (title, chart) in enumerate(chart_set):
         a, b = st.columns(2)
-        bar.progress(done / steps, text=f"{t('compare.rendering', lang)} {title}")
+        bar.progress(2 * index / steps, text=f"{t('compare.rendering', lang)} {title}")
         a.download_button(f"PNG · {title}", deck.comparison_chart_png(c, chart),
                           file_name=f"{base}-chart{index + 1}.png", mime="image/png", on_click="ignore")
         b.download_button(f"SVG · {title}", deck.comparison_chart_svg(c, chart),
                           file_name=f"{base}-chart{index + 1}.svg", mime="image/svg+xml", on_click="ignore")
-        done += 2
     bar.empty()
 
 
@@ -561,4 +571,4 @@ if selection is not None:
         shown_metrics = metrics_section(result, statistic)
         cold_points_notice(result)
         analyses_section(result, statistic, shown_metrics)
-        downloads_section(result, statistic)
+        downloads_section(result, statistic, shown_metrics)

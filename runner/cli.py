@@ -152,7 +152,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from db.scaling_gap_inputs import explained_gaps
     from domain.results.comparison import comparison_with_settings
     from domain.results.frames import points_frame
-    from domain.slides import deck, tables
+    from domain.slides import deck, one_slide, tables
 
     store = Store.from_settings(settings)
     store.migrate()
@@ -181,6 +181,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             written.append(_write(out / f"{stem}.csv", tables.comparison_csv(c)))
         elif fmt == "md":
             written.append(_write(out / f"{stem}.md", tables.comparison_markdown(c).encode()))
+        elif fmt == "slide":  # the compare page's default: one slide, the full deck named as its report
+            written.append(_write(out / f"{stem}-slide.pptx", one_slide.one_slide(c, f"{stem}.pptx")))
         elif fmt == "pptx":
             # "Why not N×?" per run, from the same rows as the compare page's deck.
             written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c, gaps=explained_gaps(store, run_ids))))
@@ -375,7 +377,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     exp.add_argument("--baseline", type=int, required=True, help="the baseline run id")
     exp.add_argument("--runs", type=_id_list, required=True, help="comma-separated run ids to compare")
     exp.add_argument("--intended", action="append", help="a condition intended to differ (repeatable)")
-    exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx"],
+    exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx", "slide"],
                      default=None, help="repeatable; default: csv and md")
     exp.add_argument("--out", default=".", help="output directory")
     exp.add_argument("--allow-mixed", action="store_true",

@@ -60,17 +60,19 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
         screenshot(page, "checklist-en")
 
         page.goto(f"{url}/compare?baseline=1&runs=2,3&lang=en")
-        expect(page.get_by_text(re.compile(r"run #3 vs baseline #1: not comparable"))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"#3 vs #1 \(baseline\): not comparable"))).to_be_visible(timeout=30_000)
         expect(page.locator("td", has_text="max-running-requests").first).to_be_attached()  # the flag diff
         page.wait_for_timeout(3000)
         screenshot(page, "compare-en")
         csv_path = _download(page, "CSV", tmp_path / "compare.csv")
-        page.get_by_text("Prepare PNG/SVG/PPTX").click()
+        # The one slide and the full deck are one click each, no toggle before them.
+        one = _download(page, "One slide (PPTX)", tmp_path / "slide.pptx")
+        deck = _download(page, "Full deck (PPTX)", tmp_path / "deck.pptx")
+        page.get_by_text("Prepare chart pictures (PNG/SVG)").click()
         png = _download(page, page.get_by_role("button", name=re.compile(r"^PNG · ")).first.inner_text(),
                         tmp_path / "chart.png")
         svg = _download(page, page.get_by_role("button", name=re.compile(r"^SVG · ")).first.inner_text(),
                         tmp_path / "chart.svg")
-        deck = _download(page, "PPTX", tmp_path / "deck.pptx")
         screenshot(page, "compare-downloads-en")
 
     # The CSV's numbers are the DB's numbers.
@@ -82,6 +84,9 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
     assert "emulated" in text.lower()  # the caveat says the data is emulated
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
     assert svg.read_text(encoding="utf-8").lstrip().startswith(("<svg", "<?xml"))
+    [first] = list(Presentation(str(one)).slides)
+    title = next(sh for sh in first.shapes if sh.name == "benchdeck-title").text_frame.text
+    assert title.startswith("#2 vs #1 (baseline): comparable; the change under test: --max-running-requests"), title
     slides = list(Presentation(str(deck)).slides)
     assert len(slides) >= 3
     assert sum(any(sh.has_text_frame and sh.text_frame.text.startswith("Why not N×? — ") for sh in s.shapes)

@@ -43,11 +43,15 @@ def test_export_writes_csv_markdown_and_a_deck(store: Store, env: dict[str, str]
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "runner", "export", "--baseline", str(base), "--runs", str(other),
-         "--format", "csv", "--format", "md", "--format", "pptx", "--out", str(out)],
+         "--format", "csv", "--format", "md", "--format", "pptx", "--format", "slide", "--out", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
     written = sorted(p.name for p in out.iterdir())
-    assert written == [f"compare-{base}-{other}.csv", f"compare-{base}-{other}.md", f"compare-{base}-{other}.pptx"]
+    stem = f"compare-{base}-{other}"
+    assert written == [f"{stem}-slide.pptx", f"{stem}.csv", f"{stem}.md", f"{stem}.pptx"]
+    [slide] = Presentation(str(out / f"compare-{base}-{other}-slide.pptx")).slides
+    assert any(shape.name == "benchdeck-title" and shape.text_frame.text.startswith(f"#{other} vs #{base} (baseline)")
+               for shape in slide.shapes)
     text = (out / f"compare-{base}-{other}.csv").read_text(encoding="utf-8-sig")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
     cells = {cell for row in csv.reader(io.StringIO(body)) for cell in row}

@@ -318,8 +318,10 @@ def test_saturation_point_is_marked_at_its_concurrency() -> None:
 
 def test_markdown_marks_not_comparable_runs_and_adds_the_points_section(comparison: Comparison) -> None:
     text = comparison_markdown(comparison, ["output_tok_s"])
-    header = text.splitlines()[len(export_head(comparison)) + 1]
-    assert "run3 (#3)（エミュレート）【比較不可】 · 出力 tok/s" in header.replace("\\", "")
+    # One table per metric under its name, runs as columns.
+    lines = text.splitlines()
+    header = lines[lines.index("### 出力 tok/s") + 2]
+    assert "run3 (#3)（エミュレート）【比較不可】" in header.replace("\\", "")
     section = text[text.index("### 点ごとのスケーリング効率・飽和・妥当性"):]
     rows = [line for line in section.splitlines() if line.startswith("| run")]
     assert len(rows) == len(comparison.summary)

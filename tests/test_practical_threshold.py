@@ -107,3 +107,24 @@ def test_the_threshold_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     loose = build_comparison(frame(*runs), 1, [2], "en", practical_threshold_pct=0.5)
     assert cell(loose.compare, run_id=2, metric="output_tok_s")["verdict"] == "better"
     assert any("±0.5%" in line for line in loose.caveat)
+
+
+def test_the_one_slide_colours_only_the_delta_beyond_the_threshold(comparison: Comparison) -> None:
+    import io
+
+    from pptx import Presentation
+
+    from domain.slides import one_slide
+
+    slide = Presentation(io.BytesIO(one_slide.one_slide(comparison, "report", ("output_tok_s",)))).slides[0]
+    table = next(shape for shape in slide.shapes if shape.name == "benchdeck-table").table
+    header = [cell.text_frame.paragraphs[0].text for cell in table.rows[0].cells]
+    coloured = {str(c) for c in one_slide.VERDICT_COLOURS.values()}
+    for row in list(table.rows)[1:]:
+        for column, box in zip(header, row.cells, strict=True):
+            deltas = box.text_frame.paragraphs[1:]
+            colours = {str(p.runs[0].font.color.rgb) for p in deltas}
+            if any(column.startswith(f"#{run_id}") for run_id in SMALL_RUNS):
+                assert deltas and not colours & coloured, (column, [p.text for p in deltas])
+            elif column.startswith(f"#{LARGE_RUN}"):
+                assert colours & coloured, column

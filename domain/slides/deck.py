@@ -379,7 +379,7 @@ def native_charts(c: Comparison) -> list[NativeChart]:
     over repeats) and interactivity against throughput per GPU (the Pareto frame's points,
     a series per run)."""
     scenarios = sorted(c.summary["scenario"].unique(), key=str)
-    return [*(_throughput_chart(c, s) for s in scenarios), *(_pareto_chart(c, s) for s in scenarios)]
+    return [*(throughput_chart(c, s) for s in scenarios), *(_pareto_chart(c, s) for s in scenarios)]
 
 
 def _number(value: object) -> float | None:
@@ -393,17 +393,20 @@ def _pairs(rows: pd.DataFrame, run_id: int, x: str, y: str) -> list[tuple[float 
     return [(_number(a), _number(b)) for a, b in zip(of_run[x], of_run[y], strict=True)]
 
 
-def _throughput_chart(c: Comparison, scenario: object) -> NativeChart:
+def throughput_chart(c: Comparison, scenario: object, runs: Sequence[int] | None = None,
+                     labels: Mapping[int, str] | None = None) -> NativeChart:
+    """Output tok/s against concurrency, a line per run (``runs``, by default every run of
+    the comparison), named by ``labels`` or :func:`marked_label` (the deck's and the one slide's)."""
     metric = curve.DEFAULT_THROUGHPUT_METRIC
     rows = c.summary[c.summary["scenario"] == scenario]
     concurrencies = sorted({x for x in (_number(v) for v in rows["concurrency"]) if x is not None})
     data = LiteralCategoryChartData(number_format="General")
     data.categories = [int(x) if x.is_integer() else x for x in concurrencies]
-    for run_id in [c.baseline_run_id, *c.run_ids]:
+    for run_id in runs if runs is not None else [c.baseline_run_id, *c.run_ids]:
         of_run = dict(_pairs(rows, run_id, "concurrency", metric))
         values = [of_run.get(x) for x in concurrencies]
         if any(v is not None for v in values):
-            data.add_series(marked_label(c, run_id), values)
+            data.add_series((labels or {}).get(run_id) or marked_label(c, run_id), values)
     label = analysis.metric_label(metric, c.lang)
     return NativeChart(t("slides.native.throughput", c.lang, metric=label, scenario=scenario),
                        XL_CHART_TYPE.LINE_MARKERS, data if len(data) else None,
@@ -429,20 +432,27 @@ def _native_chart_slide(deck: Any, native: NativeChart, lang: str) -> None:
     slide = _blank(deck)
     _slide_title(slide, native.title)
     top = MARGIN + TITLE_H
-    width, height = SLIDE_W - 2 * MARGIN, SLIDE_H - top - FOOTER_H - MARGIN
+    draw_native_chart(slide, native, (MARGIN, top, SLIDE_W - 2 * MARGIN, SLIDE_H - top - FOOTER_H - MARGIN), lang)
+
+
+def draw_native_chart(slide: Any, native: NativeChart, box: tuple[int, int, int, int], lang: str,
+                      size_pt: float = BODY_PT) -> None:
+    """``native`` as an editable chart in ``box`` (left, top, width, height), legend below;
+    a line saying there is no data when it has none."""
+    left, top, width, height = box
     if native.data is None:
-        _text_box(slide, MARGIN, top, width, Inches(1), [t("slides.no_data", lang, what=native.title)], BODY_PT + 4)
+        _text_box(slide, left, top, width, Inches(1), [t("slides.no_data", lang, what=native.title)], size_pt + 4)
         return
-    chart = slide.shapes.add_chart(native.chart_type, MARGIN, top, width, height, native.data).chart
+    chart = slide.shapes.add_chart(native.chart_type, left, top, width, height, native.data).chart
     chart.has_legend = True
     chart.legend.position = XL_LEGEND_POSITION.BOTTOM
     chart.legend.include_in_layout = False
-    chart.font.name, chart.font.size = FONT, Pt(BODY_PT)
+    chart.font.name, chart.font.size = FONT, Pt(size_pt)
     east_asian_font(chart.font._rPr)  # legend and tick labels: series names may be Japanese
     for axis, title in ((chart.category_axis, native.x_title), (chart.value_axis, native.y_title)):
         axis.has_title = True
         paragraph = axis.axis_title.text_frame.paragraphs[0]
-        set_run_font(paragraph.add_run(), BODY_PT, bold=False)
+        set_run_font(paragraph.add_run(), size_pt, bold=False)
         paragraph.runs[-1].text = title
 
 

@@ -311,12 +311,13 @@ def markdown_grid(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def table_markdown(table: pd.DataFrame, caveat: Sequence[str], lang: str, head: Sequence[str] = (),
+def table_markdown(table: pd.DataFrame | None, caveat: Sequence[str], lang: str, head: Sequence[str] = (),
                    sections: Sequence[tuple[str, pd.DataFrame]] = ()) -> str:
-    """``head`` as a list, the table, each (title, table) section, then the caveat and a
-    note that the values are rounded."""
+    """``head`` as a list, the table (if any), each (title, table) section, then the caveat
+    and a note that the values are rounded."""
     parts = ["\n".join(f"- {_md_line(line)}" for line in head)] if head else []
-    parts.append("\n".join(markdown_grid(table)))
+    if table is not None:
+        parts.append("\n".join(markdown_grid(table)))
     for title, section in sections:
         parts.append(f"### {_md_line(title)}\n\n" + "\n".join(markdown_grid(section)))
     notes = [*caveat, t("compare.caveat.rounded", lang)]
@@ -325,12 +326,38 @@ def table_markdown(table: pd.DataFrame, caveat: Sequence[str], lang: str, head: 
 
 
 def comparison_markdown(c: Comparison, metrics: Sequence[str] | None = None) -> str:
-    """The comparison's Markdown export: what changed, the wide table (not-comparable runs
-    marked), the per-point efficiency / saturation / validity / measured ÷ estimated
-    section, the caveat and how the estimate columns were made (:func:`estimate_lines`)."""
-    table = _mark_not_comparable(c, analysis.wide_table(c.compare, c.lang, metrics))
-    return table_markdown(table, [*c.caveat, *estimate_lines(c)], c.lang, export_head(c),
-                          sections=[(t("slides.md.points", c.lang), notes_table(c))])
+    """The comparison's Markdown export: what changed, one table per metric (points as rows,
+    runs as columns, each cell the value and its Δ: nine runs stay eleven columns wide;
+    not-comparable runs marked), the per-point efficiency / saturation / validity / measured
+    ÷ estimated section, the caveat and how the estimate columns were made (:func:`estimate_lines`)."""
+    wanted = metrics or list(dict.fromkeys(c.compare["metric"]))
+    sections = [(analysis.metric_label(m, c.lang), metric_pivot(c, m)) for m in wanted]
+    return table_markdown(None, [*c.caveat, *estimate_lines(c)], c.lang, export_head(c),
+                          sections=[*((title, table) for title, table in sections if not table.empty),
+                                    (t("slides.md.points", c.lang), notes_table(c))])
+
+
+def metric_pivot(c: Comparison, metric: str) -> pd.DataFrame:
+    """One metric: (scenario, concurrency) as rows, a column per run (its marked label), each
+    cell "value (Δ)" rounded for reading; empty when no run has a value."""
+    rows = c.compare[(c.compare["metric"] == metric) & c.compare["value"].notna()]
+    columns: dict[str, dict[tuple[object, object], str]] = {}
+    for run_id in [c.baseline_run_id, *c.run_ids]:
+        of_run = rows[rows["run_id"] == run_id]
+        columns[marked_label(c, run_id)] = {
+            (s, conc): _value_with_delta(value, delta, verdict, c.lang)
+            for s, conc, value, delta, verdict in zip(of_run["scenario"], of_run["concurrency"], of_run["value"],
+                                                      of_run["delta_pct"], of_run["verdict"], strict=True)}
+    table = pd.DataFrame({label: cells for label, cells in columns.items() if cells})
+    if table.empty:
+        return table
+    table.index.names = [t("compare.col.scenario", c.lang), t("compare.col.concurrency", c.lang)]
+    return table.sort_index().fillna("")
+
+
+def _value_with_delta(value: object, delta: float, verdict: str, lang: str) -> str:
+    text = analysis.delta_text(delta, verdict, lang)
+    return format_number(value) + (f" ({text})" if text else "")
 
 
 def _md_align(column: pd.Series) -> str:
