@@ -249,6 +249,12 @@ ON CONFLICT (version, host) DO UPDATE SET extracted_at = excluded.extracted_at, 
 
 LIST_SCHEMA_VERSIONS = "SELECT version, host, extracted_at FROM sglang_schemas ORDER BY version"
 
+# The newest dump of each version (one per version whichever host dumped it last).
+HOST_SCHEMAS = """
+SELECT version, schema FROM sglang_schemas
+QUALIFY row_number() OVER (PARTITION BY version ORDER BY extracted_at DESC) = 1
+"""
+
 # --- comparisons -----------------------------------------------------------------------
 # Points of the given runs, from each run's latest attempt only (a retried run's earlier,
 # failed attempt keeps its rows but is not part of the result), with the telemetry

@@ -516,6 +516,11 @@ class Store:
         with self._tx() as con:
             con.execute(q.UPSERT_SCHEMA, [version, host, utcnow(), json.dumps(schema)])
 
+    def host_schemas(self) -> list[dict[str, Any]]:
+        """The newest stored dump of each SGLang version the runner hosts reported."""
+        with self._read() as con:
+            return [json.loads(raw) for _version, raw in con.execute(q.HOST_SCHEMAS).fetchall()]
+
     def schema_versions(self) -> list[SchemaVersionRow]:
         with self._read() as con:
             return SchemaVersionRow.from_cursor(con.execute(q.LIST_SCHEMA_VERSIONS))

@@ -40,6 +40,7 @@ from domain.plan.checks import (
     thinking_checks,
     vllm_version_for,
 )
+from domain.plan.claimability import host_version_for, registered_versions
 from domain.plan.command import command_preview
 from domain.plan.estimate import plan_seconds
 from domain.plan.flag_report import ConfigCheck
@@ -66,6 +67,7 @@ from pages.parts.build_field_errors import (
     start_slots,
 )
 from pages.parts.build_form import (
+    HOST_VERSION,
     LOADED_FROM,
     assembled_mapping,
     init_state,
@@ -78,6 +80,7 @@ from pages.parts.build_form import (
     vllm_engine,
 )
 from pages.parts.common import (
+    cached_host_schemas,
     cached_runners,
     clear_run_caches,
     command_line,
@@ -413,11 +416,13 @@ def submit_section(plan: RunPlan | None, blocking: list[str]) -> None:
 st.title(t("build.title", lang))
 start_slots()
 with db_guard(lang) as guard:
-    init_state()
     runners = cached_runners()
+    cached_host_schemas()  # the runner hosts' dumped schemas, for the versions they report
+    st.session_state[HOST_VERSION] = host_version_for(settings.runner_gpu_type, runners)
+    init_state()
 if guard.failed:
     st.stop()
-host_versions = sorted({r.sglang_version for r in runners if r.sglang_version})
+host_versions = registered_versions(runners)
 start_from_section()
 
 st.subheader(t("build.basics", lang))

@@ -5,6 +5,7 @@ live chart, telemetry sparklines, and the actions (cancel, re-run, duplicate, co
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ from db import LostRace
 from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
+from domain.core.settings import get_settings
 from domain.importer.records import is_imported_plan
+from domain.plan.claimability import waiting_reason
 from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
@@ -25,6 +28,7 @@ from domain.plan.run_plan import RunPlan
 from domain.slides.charts import telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
+    cached_runners,
     clear_run_caches,
     current_language,
     db_guard,
@@ -358,6 +362,7 @@ def live(run_id: int, status_at_load: str) -> None:
         attempts = store().attempts_of(run_id)
         points = store().points_of(run_id)
         telemetry = store().telemetry_of(run_id)
+        runners = cached_runners() if run.status == "queued" else []
     if guard.failed or run is None:  # None has returned above; mypy cannot see it through the guard
         return
     if status_at_load in ACTIVE and run.status not in ACTIVE:
@@ -369,6 +374,11 @@ def live(run_id: int, status_at_load: str) -> None:
     # old and the new copy side by side until it finishes.
     with st.container():
         header(run)
+    with st.container():
+        waiting = waiting_reason(run, runners, datetime.now(UTC).replace(tzinfo=None), get_settings(),
+                                 lang) if run.status == "queued" else None
+        if waiting is not None:
+            st.warning(waiting, icon=":material/hourglass_disabled:")
     with st.container():
         if run.status == "running" and latest is not None:
             finished = [p for p in points if p.attempt_id == latest.id]

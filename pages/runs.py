@@ -14,6 +14,7 @@ from db.rows import RunnerRow, RunProgressRow
 from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
+from domain.plan.claimability import waiting_reason
 from domain.plan.estimate import eta_from_progress, plan_seconds
 from domain.plan.run_plan import RunPlan
 from pages.parts.auth import can, current_actor
@@ -46,8 +47,9 @@ def _eta_s(run: RunProgressRow) -> float | None:
     return eta_from_progress(plan, int(run.points_done or 0), run.mean_point_s)
 
 
-def queue_frame(runs: list[RunProgressRow]) -> pd.DataFrame:
-    """Queued runs in claim order, each with the time it should start (rough)."""
+def queue_frame(runs: list[RunProgressRow], runners: list[RunnerRow] | None = None) -> pd.DataFrame:
+    """Queued runs in claim order, each with the time it should start (rough), or why no
+    runner can claim it."""
     queued = sorted((r for r in runs if r.status == "queued"), key=lambda r: (-r.priority, r.submitted_at))
     ahead_s = sum(_eta_s(r) or 0.0 for r in runs if r.status == "running")
     rows = []
@@ -57,6 +59,7 @@ def queue_frame(runs: list[RunProgressRow]) -> pd.DataFrame:
             t("col.priority", lang): run.priority, t("col.submitted_by", lang): run.submitted_by,
             t("col.source", lang): source_label(run.source, lang),
             t("runs.estimated_start", lang): t("runs.in", lang, duration=fmt_duration(ahead_s)),
+            t("claim.column", lang): waiting_reason(run, runners or [], _now(), get_settings(), lang) or "",
         })
         ahead_s += plan_seconds(RunPlan.model_validate_json(run.plan))
     return pd.DataFrame(rows)
@@ -162,7 +165,7 @@ def live() -> None:
     if guard.failed:
         return
     st.subheader(t("runs.queue", lang))
-    queue = queue_frame(runs)
+    queue = queue_frame(runs, runners)
     if queue.empty:
         st.caption(t("runs.queue_empty", lang))
     else:

@@ -25,7 +25,7 @@ from db.store import ProcessGroup, utcnow
 from domain.core.settings import ExternalEndpoint, Settings
 from domain.core.states import AttemptStatus, FailureKind
 from domain.flags.policy import Policy
-from domain.flags.schema import Schema
+from domain.flags.schema import Schema, known_versions
 from domain.flags.validate import validate_server_args
 from domain.flags.vllm_schema import load_vllm_policy, validate_vllm_args
 from domain.plan.checks import schema_version_for, vllm_version_for
@@ -183,7 +183,7 @@ class AttemptExecution:
             self._endpoint = external.endpoint_for(plan, self.settings)
         else:
             version = vllm_version_for(plan, self.vllm_version) if plan.is_vllm else schema_version_for(
-                plan, self.sglang_version)
+                plan, self._host_version_for(plan))
             ctx.engine_version = version
             self._validate_at_the_edge(plan, version)
             ctx.gpus = self._run_gpus()
@@ -347,6 +347,13 @@ class AttemptExecution:
         self.host_state.mark_unhealthy(reason)
         raise server_process.AttemptFailure(FailureKind.HOST_UNHEALTHY, reason,
                                     "find and stop the process listening on that port")
+
+    def _host_version_for(self, plan: RunPlan) -> str | None:
+        """The host's SGLang version for an unpinned plan; the emulator speaks only shipped
+        versions, so an emulator plan on a host with another version takes the newest shipped."""
+        if plan.engine == "sglang" or self.sglang_version in known_versions():
+            return self.sglang_version
+        return None
 
     def _installed_schema_of(self, version: str) -> Schema | None:
         """The installed SGLang's own schema when the attempt launches that version; else None

@@ -17,14 +17,17 @@ from typing import TYPE_CHECKING
 from db import DbBusy, Store
 from db.bootstrap_memo import keep_memos, memos_for
 from db.connection import KEEP_IDLE_S, keep_open
+from db.store import utcnow
 from domain.core.access import Action, PermissionDenied, local_actor, require
 from domain.core.i18n import t
 from domain.core.settings import Settings, get_settings
 from domain.importer.records import is_imported_plan
 from domain.plan.checks import CheckReport, check_plan
+from domain.plan.claimability import waiting_reason
 from domain.plan.quotas import QuotaExceeded
 from runner import estimate_cmd
 from runner.command_args import add_max_concurrency, add_tune, imported_when_run
+from runner.host_versions import host_view, runners_of
 from runner.plan_file import load_plan_file
 
 if TYPE_CHECKING:
@@ -51,7 +54,10 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     plan = load_plan_file(args.plan, settings, args.lang)
     if plan is None:
         return EXIT_INVALID
-    report = check_plan(plan, settings, args.lang, every_vllm_version=True)
+    _store, runners = runners_of(settings, create=False)
+    view = host_view(plan, runners, args.lang)
+    report = check_plan(plan, settings, args.lang, view.host_version, every_vllm_version=True)
+    report.warnings += view.notes
     _print_report(report, args.lang)
     if report.errors:
         return EXIT_INVALID
@@ -63,12 +69,15 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     plan = load_plan_file(args.plan, settings, args.lang)
     if plan is None:
         return EXIT_INVALID
-    report = check_plan(plan, settings, args.lang)
+    store, runners = runners_of(settings, create=True)
+    assert store is not None  # noqa: S101 - create=True always opens it
+    view = host_view(plan, runners, args.lang)
+    report = check_plan(plan, settings, args.lang, view.host_version)
     if report.errors:
         _print_report(report, args.lang)
         return EXIT_INVALID
-    store = Store.from_settings(settings)
-    store.migrate()
+    for note in view.notes:
+        print(note, file=sys.stderr)
     try:
         run_id, created = store.submit_run(plan, submitted_by=local_actor(settings.local_role, via="cli"),
                                            idempotency_key=args.idempotency_key)
@@ -92,6 +101,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     header = f"{'id':>5}  {'status':<10} {'source':<18} {'points':>7}  {'gpu':<8} {'model':<28} name"
     print(header)
+    runners, now = store.list_runners(), utcnow()
     for run in runs:
         imported = is_imported_plan(run.plan)
         # An import has no attempt: its points are all there, written in one transaction.
@@ -102,6 +112,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             f"{run.id:>5}  {run.status:<10} {_source_text(run.source, imported):<18} {points:>7}  {gpu:<8} "
             f"{(run.model or '?')[:28]:<28} {_one_line(run.name)}{failure}"
         )
+        waiting = waiting_reason(run, runners, now, settings, args.lang) if run.status == "queued" else None
+        if waiting is not None:
+            print(f"       {waiting}")
     return EXIT_OK
 
 

@@ -46,6 +46,7 @@ from domain.core.settings import Settings
 from domain.core.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
+from domain.flags.schema import SchemaError, register_host_schema
 from runner import host, server_process
 from runner.attempt import AttemptContext, AttemptExecution, HostState, foreign_reason
 from runner.bench_client import BenchCancelled, KeptClient
@@ -85,12 +86,23 @@ class Runner:
 
     # --- start-up -----------------------------------------------------------------------
     def _detect_sglang_version(self) -> str | None:
-        """Real SGLang only where an administrator configured its interpreter."""
+        """Real SGLang only where an administrator configured its interpreter.  Its dumped
+        schema is the one this process validates that version with (whether or not
+        benchdeck ships one); a dump that fails leaves the host unhealthy, with the reason."""
+        self._installed_schema: dict[str, Any] | None = None
+        self._schema_problem: str | None = None
         if self.settings.sglang_python is None:
             return None
-        from runner.schema_sync import installed_schema
+        from runner.schema_sync import SchemaError as DumpError
+        from runner.schema_sync import cached_installed_schema
 
-        schema = installed_schema(self.settings.sglang_python)
+        try:
+            schema = cached_installed_schema(self.settings.sglang_python, self.settings.work_dir / "cache")
+            register_host_schema(schema)
+        except (DumpError, SchemaError) as exc:
+            self._schema_problem = f"BENCHDECK_SGLANG_PYTHON: no flag schema could be read: {exc}"[:2000]
+            log.error("%s", self._schema_problem)
+            return None
         self._installed_schema = schema
         return str(schema["sglang_version"])
 
@@ -110,9 +122,10 @@ class Runner:
         self.store.register_runner(
             self.caps.runner_id, host=info["hostname"], gpu_type=self.caps.gpu_type, gpu_count=self.caps.gpu_count,
             sglang_version=self.sglang_version, healthy=True, unhealthy_reason=None,
-            info={"gpu": info["gpu"], "demo_mode": self.sglang_version is None},
+            info={"gpu": info["gpu"], "demo_mode": self.sglang_version is None,
+                  "vllm_version": self.vllm_version},
         )
-        if self.sglang_version is not None:
+        if self.sglang_version is not None and self._installed_schema is not None:
             self.store.store_schema(self.sglang_version, info["hostname"], self._installed_schema)
         self.reap_expired()
 
@@ -211,6 +224,8 @@ class Runner:
 
     def _preflight(self) -> str | None:
         """Why this host must not start a run now, or None."""
+        if self._schema_problem is not None:
+            return self._schema_problem
         if self._stuck_port is not None:
             if not port_is_free(self._stuck_port):
                 return f"port {self._stuck_port} still taken after a teardown (a stale server?)"
@@ -298,7 +313,7 @@ class Runner:
                                 self._edge_policy(), self._policy_sha256,
                                 HostState(mark_unhealthy=self._mark_unhealthy, stuck_port=self._set_stuck_port,
                                           own_groups=self._own_groups), kept_client=self.kept_client,
-                                vllm_version=self.vllm_version)
+                                vllm_version=self.vllm_version, installed_schema=self._installed_schema)
 
     def _set_stuck_port(self, port: int) -> None:
         self._stuck_port = port

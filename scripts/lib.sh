@@ -40,6 +40,17 @@ setup_sglang_env() {
     .venv-sglang/bin/python -m pip install -q -r requirements-sglang.txt'
 }
 
+# The host rehearsal: a real SGLang of a version benchdeck ships no schema for, its own
+# package only, over the SGLang environment's dependencies (a .pth line to .venv-sglang's
+# site-packages, resolved through a link), so the runner meets a "newer than the code" host.
+setup_sglang_host_env() {
+  ensure_venv .venv-sglang-host requirements-sglang-host.txt requirements-sglang.txt -- bash -c '
+    base="$(cd .venv-sglang/lib/python3.11/site-packages && pwd -P)" &&
+    echo "$base" > .venv-sglang-host/lib/python3.11/site-packages/zz_benchdeck_sglang_base.pth &&
+    .venv-sglang-host/bin/python -m pip install -q --no-deps \
+      "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang-host.txt)"'
+}
+
 setup_router_env() {
   ensure_venv .venv-router requirements-router.txt -- .venv-router/bin/python -m pip install -q -r requirements-router.txt
 }

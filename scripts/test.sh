@@ -3,6 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 setup_app_env requirements-dev.txt
 setup_sglang_env
+setup_sglang_host_env
 # vLLM's real argument parser (CPU-only; two wheels' sources, cached) for the vLLM flag tests.
 bash scripts/setup_vllm_env.sh
 setup_router_env

@@ -32,6 +32,16 @@ class SchemaError(ValueError):
     """No schema for a version, or a schema file that is not shaped as expected."""
 
 
+class UnknownVersion(SchemaError):
+    """A version neither shipped nor dumped by a registered runner host."""
+
+    def __init__(self, version: str, versions: str):
+        super().__init__(f"no flag schema for SGLang {version}: benchdeck ships none and no registered runner "
+                         f"reports it (versions that exist: {versions or 'none'})")
+        self.version = version
+        self.versions = versions
+
+
 def version_key(version: str) -> tuple[int, int, int, int, int]:
     """Sort key for SGLang versions: ``0.5.9 < 0.5.15rc1 < 0.5.15 < 0.5.15.post1``."""
     match = _VERSION.match(version)
@@ -165,9 +175,49 @@ def newest_version(schema_dir: Path | None = None) -> str:
     return versions[-1]
 
 
+# Schemas dumped from a runner host's installed SGLang (runner/schema_sync.py), by version.
+# Held per process, so that every reader of ``load_schema`` (flag report, argv, risk, drift,
+# the form) sees a host's version without the schema being passed down each call: the runner
+# registers its own dump at start-up, the CLI and the app the dumps the database stores.
+_HOST_SCHEMAS: dict[str, Schema] = {}
+
+
+def register_host_schema(raw: Mapping[str, Any]) -> Schema:
+    """Make a host-dumped schema the one ``load_schema`` returns for its version (what is
+    installed wins over what is shipped: that is what the server will parse)."""
+    schema = Schema.from_dict(raw)
+    version_key(schema.version)  # a dump names a release version, or it is refused here
+    _HOST_SCHEMAS[schema.version] = schema
+    return schema
+
+
+def host_schema_versions() -> list[str]:
+    """Versions registered from runner hosts in this process, oldest first."""
+    return sorted(_HOST_SCHEMAS, key=version_key)
+
+
+def forget_host_schemas() -> None:
+    """Drop the registered host schemas (tests; an app that re-reads the database)."""
+    _HOST_SCHEMAS.clear()
+
+
+def available_versions() -> list[str]:
+    """Every version a plan can be validated against: shipped or dumped by a host."""
+    return sorted(set(known_versions()) | set(_HOST_SCHEMAS), key=version_key)
+
+
 def load_schema(version: str, schema_dir: Path | None = None) -> Schema:
-    """The shipped schema of ``version``; SchemaError if there is none."""
-    return _load_schema_file(schema_path(version, schema_dir))
+    """A runner host's dumped schema of ``version`` if one is registered, else the shipped
+    one; SchemaError naming the versions that exist if there is neither."""
+    if schema_dir is None and version in _HOST_SCHEMAS:
+        return _HOST_SCHEMAS[version]
+    try:
+        return _load_schema_file(schema_path(version, schema_dir))
+    except SchemaError as exc:
+        if schema_path(version, schema_dir).exists():
+            raise
+        versions = ", ".join(available_versions() if schema_dir is None else known_versions(schema_dir))
+        raise UnknownVersion(version, versions) from exc
 
 
 @lru_cache(maxsize=16)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from domain.core.i18n import t
 from domain.core.settings import Settings
 from domain.flags.policy import load_policy
-from domain.flags.schema import newest_version
+from domain.flags.schema import available_versions, newest_version
 from domain.flags.vllm_schema import newest_vllm_version, vllm_check_messages
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
@@ -41,6 +41,15 @@ def schema_version_for(plan: RunPlan, host_version: str | None = None) -> str:
     """The SGLang version whose flags a plan is checked against: the plan's own, else the
     runner host's installed one, else the newest shipped schema."""
     return plan.sglang_version or host_version or newest_version()
+
+
+def unknown_version_error(version: str, lang: str) -> str | None:
+    """A refusal naming the versions that exist, when neither benchdeck nor a registered
+    runner host (domain.flags.schema.register_host_schema) has a schema for ``version``."""
+    versions = available_versions()
+    if version in versions:
+        return None
+    return t("check.version_unknown", lang, version=version, versions=", ".join(versions))
 
 
 def configuration_check(plan: RunPlan, settings: Settings, host_version: str | None = None) -> ConfigCheck:
@@ -87,6 +96,9 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
         return _check_vllm_plan(plan, settings, lang, versions)
     if plan.external is not None:
         return _check_external_plan(plan, settings, lang)
+    unknown = unknown_version_error(schema_version_for(plan, host_version), lang)
+    if unknown is not None:
+        return CheckReport(errors=[unknown], detail=unknown)
     config = configuration_check(plan, settings, host_version)
     report = CheckReport(detail=format_check_report(config, lang), config=config)
     for role, role_config in role_checks(plan, settings, host_version):

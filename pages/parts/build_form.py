@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from db import DbBusy
+from domain.flags.drift import retarget
 from domain.flags.vllm_schema import newest_vllm_version
 from domain.plan.form_input import concurrency_list, count_or_text, rate_or_text
 from domain.plan.naming import MAX_NAME_CHARS
@@ -85,9 +86,27 @@ def _load_benchmark_into_form(plan: RunPlan) -> None:
     ss["b.stop_eos"] = not bench.ignore_eos
 
 
+# The SGLang version the registered runners report (the newest), set by the build page: a
+# preset or the quick demo is pinned to it rather than to the presets' own version, so the
+# form's default run is one the host's runner claims (domain/plan/claimability.py).
+HOST_VERSION = "b.host_version"
+
+
+def _on_host_version(plan: RunPlan, origin: str) -> RunPlan:
+    """A preset's plan re-pinned to the host's SGLang, its flags translated by the drift table."""
+    host = st.session_state.get(HOST_VERSION)
+    if not host or plan.sglang_version != PRESET_SGLANG_VERSION or host == plan.sglang_version:
+        return plan
+    if origin != "quick" and not origin.startswith("preset:"):
+        return plan
+    args = retarget(plan.server_args, PRESET_SGLANG_VERSION, host).args
+    return plan.model_copy(update={"sglang_version": host, "server_args": args})
+
+
 def load_plan_into_form(plan: RunPlan, origin: str) -> None:
     """Put a plan's values into the widgets' state (used by presets, duplicates, uploads)."""
     ss = st.session_state
+    plan = _on_host_version(plan, origin)
     ss["b.name"] = plan.name
     ss["b.engine"] = plan.engine
     ss["b.version"] = plan.sglang_version or PRESET_SGLANG_VERSION

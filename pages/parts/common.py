@@ -10,6 +10,7 @@ from streamlit import runtime
 
 from db import DbBusy, Store
 from db.connection import KEEP_IDLE_S, keep_open
+from db.host_schemas import register_stored_schemas
 from db.rows import RunnerRow, RunProgressRow
 from domain.core.access import PermissionDenied
 from domain.core.i18n import LANGUAGES, t
@@ -21,6 +22,7 @@ LANG_WIDGET_KEY = "lang_switch"
 # Short TTL: pages poll live state.  An uncached read costs a locked access (an open and a
 # close, ~25 ms, unless the connection is kept: see store()).
 QUERY_TTL_S = 2
+HOST_SCHEMAS_TTL_S = 30  # a runner registers its schema once at start-up
 
 
 def language_of_link(from_url: str | None) -> str:
@@ -131,6 +133,13 @@ class db_guard:  # lower case like contextlib.suppress: read as ``with db_guard(
 @st.cache_data(ttl=QUERY_TTL_S, show_spinner=False)
 def cached_runners() -> list[RunnerRow]:
     return store().list_runners()
+
+
+@st.cache_data(ttl=HOST_SCHEMAS_TTL_S, show_spinner=False)
+def cached_host_schemas() -> list[str]:
+    """Register the flag schemas the runner hosts dumped (db/host_schemas.py) in this app
+    process, once a TTL: the registry outlives the cache, the read is the costly part."""
+    return register_stored_schemas(store())
 
 
 def clear_run_caches() -> None:
