@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from db import DbBusy, Store
 from db.bootstrap_memo import keep_memos, memos_for
 from db.connection import KEEP_IDLE_S, keep_open
@@ -25,7 +27,7 @@ from domain.importer.records import is_imported_plan
 from domain.plan.checks import CheckReport, check_plan
 from domain.plan.claimability import waiting_reason
 from domain.plan.quotas import QuotaExceeded
-from runner import estimate_cmd
+from runner import doctor_cmd, estimate_cmd
 from runner.command_args import add_max_concurrency, add_tune, imported_when_run
 from runner.host_versions import host_view, runners_of
 from runner.plan_file import load_plan_file
@@ -416,6 +418,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     add_tune(sub, imported_when_run("runner.tune"))
     add_max_concurrency(sub, imported_when_run("runner.max_concurrency"))
     _add_ops_commands(sub)
+    doctor_cmd.add_parser(sub)
     return parser
 
 
@@ -430,6 +433,17 @@ def _add_ops_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     res.set_defaults(func=cmd_restore)
 
 
+def _without_settings(argv: Sequence[str] | None, error: ValidationError) -> int:
+    """Settings that do not validate: the doctor reports them (and checks what it still can);
+    any other command says which variable is wrong, without a traceback."""
+    args = build_parser(Settings.model_construct()).parse_args(argv)
+    if getattr(args, "doctor", False):
+        return doctor_cmd.run(args, None, error)
+    names = ", ".join(f"BENCHDECK_{'_'.join(str(p) for p in e['loc']).upper()}" for e in error.errors())
+    print(f"benchdeck: the settings cannot be read ({names}): {error}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _id_list(text: str) -> list[int]:
     try:
         ids = [int(x) for x in text.split(",") if x.strip()]
@@ -441,8 +455,13 @@ def _id_list(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    settings = get_settings()
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        return _without_settings(argv, exc)
     args = build_parser(settings).parse_args(argv)
+    if getattr(args, "doctor", False):
+        return doctor_cmd.run(args, settings, None)
     func: Command = args.func
     if getattr(args, "format", "unset") is None:
         args.format = ["csv", "md"]

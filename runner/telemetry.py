@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
 # sglang: gauges worth a time series.
@@ -525,6 +523,11 @@ def _counted_here(source: str, delta_metric: str) -> bool:
 
 
 def write_parquet(samples: list[Sample], path: Path, *, point_key: str, since: float | None) -> None:
+    # Imported here: the readers above (NVML, /metrics) also serve ``runner doctor``, which
+    # must run on a host where the app's environment is only half installed.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.table({
         "point": [point_key] * len(samples),

@@ -1,0 +1,125 @@
+"""``python -m runner doctor`` (issue 40): the host checked as a whole, in both languages,
+exit 1 on a failure; ``--bundle`` an archive a helper can read.  This machine has no GPU,
+so the real command must fail its NVML check; the GPU checks' logic is also run over the
+NVML stand-in (tests/support/fake_nvml.py), and for real on the lent GPU machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from domain.core.env_file import systemd_env
+from domain.core.settings import Settings
+from runner.doctor_checks import auth_findings, env_file_findings
+from runner.doctor_gpu import gpu_findings
+from tests.conftest import ROOT
+from tests.support.fake_nvml import FakeGpu, FakeNvml
+
+
+def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def doctor_json(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One real ``doctor --json --bundle`` on this GPU-less machine, shared by the tests below."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("doctor")
+    (tmp / "runs" / "attempt-7").mkdir(parents=True)
+    (tmp / "runs" / "attempt-7" / "server.log").write_text(
+        "[2026-01-01 00:00:00] Load weight begin. avail mem=139.00 GB\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", encoding="utf-8")
+    env = dict(os.environ, BENCHDECK_DB=str(tmp / "db.duckdb"), BENCHDECK_WORK_DIR=str(tmp / "runs"),
+               BENCHDECK_LANGUAGE="en", BENCHDECK_MODEL_DIRS=json.dumps([str(tmp)]), PYTHONPATH=str(ROOT))
+    bundle = tmp / "bundle.tar.gz"
+    return _doctor(env, "doctor", "--json", "--bundle", str(bundle)), bundle
+
+
+def test_doctor_fails_here_naming_the_nvml_check(doctor_json: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, _ = doctor_json
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and "gpu.nvml" in report["failed"]
+    nvml = next(c for c in report["checks"] if c["group"] == "gpu" and c["name"] == "nvml")
+    assert nvml["status"] == "fail" and "NVML is unavailable" in nvml["message"]
+    names = {f"{c['group']}.{c['name']}" for c in report["checks"]}
+    assert {"settings.parse", "interpreters.bench_client", "ports.engine_range", "disk.work_dir", "disk.dev_shm",
+            "auth.app_start"} <= names
+    assert "Traceback" not in done.stderr
+
+
+def test_the_bundle_holds_the_report_the_environments_and_the_attempts(
+        doctor_json: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, bundle = doctor_json
+    with tarfile.open(bundle) as tar:
+        names = set(tar.getnames())
+        report = json.loads(tar.extractfile("doctor.json").read())
+        diagnosis = json.loads(tar.extractfile("attempts/attempt-7/diagnose.json").read())
+        settings = json.loads(tar.extractfile("settings.json").read())
+    assert {"doctor.txt", "pip-freeze/app.txt", "pip-freeze/bench.txt", "nvidia-smi-q.txt",
+            "attempts/attempt-7/server.log.tail"} <= names
+    assert report["failed"] == json.loads(done.stdout)["failed"]
+    assert diagnosis["failure"]["kind"] == "oom"
+    assert settings["BENCHDECK_WORK_DIR"]["source"] == "environment"
+
+
+def test_doctor_speaks_japanese(env: dict[str, str]) -> None:
+    done = _doctor(dict(env, BENCHDECK_LANGUAGE="ja"), "doctor")
+    assert done.returncode == 1
+    assert "NVML を使えません" in done.stdout and "件のチェックが失敗しました" in done.stdout
+
+
+def test_unreadable_settings_are_a_named_failure_not_a_traceback(env: dict[str, str]) -> None:
+    broken = dict(env, BENCHDECK_ENGINE_PORT_RANGE="30000")
+    done = _doctor(broken, "doctor", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and "settings.parse" in report["failed"]
+    assert "BENCHDECK_ENGINE_PORT_RANGE" in report["checks"][0]["message"]
+    status = _doctor(broken, "status")
+    assert status.returncode == 2 and "BENCHDECK_ENGINE_PORT_RANGE" in status.stderr
+    assert "Traceback" not in done.stderr + status.stderr
+
+
+def test_the_gpu_checks_pass_on_a_clean_host_and_name_each_problem() -> None:
+    gpus = [FakeGpu(f"GPU-{i:08d}-aaaa") for i in range(8)]
+    clean = gpu_findings(Settings(runner_gpu_type="H200", runner_gpu_count=8), FakeNvml(gpus))
+    assert {f.name: f.status for f in clean} == {"nvml": "ok", "type": "ok", "count": "ok",
+                                                 "foreign_processes": "ok", "ecc_remap": "ok", "clocks": "ok"}
+    gpus[3].processes = [(4242, 30.0)]
+    problems = {f.name: f for f in gpu_findings(Settings(runner_gpu_type="B200", runner_gpu_count=8),
+                                                FakeNvml(gpus[:4]))}
+    assert problems["type"].status == "fail" and problems["count"].status == "fail"
+    assert "GPU3 pid 4242" in problems["foreign_processes"].message("en")
+
+
+def test_an_env_file_is_read_as_systemd_reads_it() -> None:
+    text = ("# comment\n; another\nA=1\n  B = two words  \nC='[\"x\"]'\nD=\"a\\$b\\q\"\nE=x\\\ny\nF\n"
+            "G=\nH=\"multi\nline\"\n")
+    assert systemd_env(text) == {"A": "1", "B": "two words", "C": '["x"]', "D": "a$b\\q", "E": "xy", "G": "",
+                                 "H": "multi\nline"}
+
+
+def test_an_env_file_that_bash_reads_otherwise_fails(tmp_path: Path) -> None:
+    unquoted = tmp_path / "bad.env"
+    unquoted.write_text('BENCHDECK_ADMINS=["alice@example.com"]\nBENCHDECK_RUNNER_ID=gpu-1\n', encoding="utf-8")
+    [bad] = env_file_findings(unquoted)
+    assert bad.status == "fail" and "BENCHDECK_ADMINS" in bad.message("en") and "RUNNER_ID" not in bad.message("en")
+    quoted = tmp_path / "good.env"
+    quoted.write_text("BENCHDECK_ADMINS='[\"alice@example.com\"]'\n", encoding="utf-8")
+    assert env_file_findings(quoted)[0].status == "ok"
+
+
+def test_auth_that_would_stop_the_app_or_admit_nobody_fails() -> None:
+    refused = auth_findings(Settings(auth_mode="proxy"))
+    assert refused[0].status == "fail" and "TRUSTED_PROXIES" in refused[0].message("en")
+    nobody = auth_findings(Settings(auth_mode="proxy", trusted_proxies=["127.0.0.1"]))
+    assert [f.status for f in nobody] == ["ok", "fail"] and "nobody" in nobody[1].message("en")
+    team = auth_findings(Settings(auth_mode="proxy", trusted_proxies=["127.0.0.1"], operators=["@example.com"]))
+    assert [f.status for f in team] == ["ok", "ok"]
