@@ -10,62 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Literal
 
-from domain.flags._data import DataFileError, bilingual, data_file
+from domain.flags.knob_map import Knob, knob_for, knobs
 from domain.flags.vllm_schema import VllmSchema, load_vllm_schema
 
-Transfer = Literal["same", "invert", "chunked_prefill", "expert_parallel", "none"]
-_TRANSFERS: frozenset[str] = frozenset({"same", "invert", "chunked_prefill", "expert_parallel", "none"})
+__all__ = ["Carried", "Knob", "KnobRow", "align_args", "knob_for", "knob_ids", "knobs", "to_vllm_args"]
+
 _SGLANG_NO_CHUNKING = -1  # SGLang's help: "Setting this to -1 means disabling chunked prefill."
-
-
-@dataclass(frozen=True)
-class Knob:
-    id: str
-    name: Mapping[str, str]
-    sglang: tuple[str, ...]  # every SGLang spelling, any shipped version
-    vllm: tuple[str, ...]  # every vLLM spelling, any shipped version
-    transfer: Transfer
-    equivalent: bool  # False: the closest counterpart, not the same setting (see note)
-    note: Mapping[str, str]
-
-    def vllm_flag_in(self, schema: VllmSchema) -> str | None:
-        """The first of this knob's vLLM spellings that ``schema`` has (its positive one)."""
-        return next((f for f in self.vllm if f in schema), None)
-
-
-@lru_cache(maxsize=1)
-def knobs() -> tuple[Knob, ...]:
-    raw = data_file("knobs.yaml")
-    try:
-        return tuple(_knob_from(entry) for entry in raw["knobs"])
-    except (KeyError, TypeError) as exc:
-        raise DataFileError(f"knobs.yaml: malformed entry {exc}") from exc
-
-
-def _knob_from(entry: Mapping[str, Any]) -> Knob:
-    where = f"knobs.yaml: {entry['id']}"
-    if entry["transfer"] not in _TRANSFERS:
-        raise DataFileError(f"{where}: unknown transfer {entry['transfer']!r}")
-    return Knob(
-        id=str(entry["id"]),
-        name=bilingual(entry["name"], where),
-        sglang=tuple(entry.get("sglang") or ()),
-        vllm=tuple(entry.get("vllm") or ()),
-        transfer=entry["transfer"],
-        equivalent=bool(entry["equivalent"]),
-        note=bilingual(entry["note"], where),
-    )
-
-
-def knob_for(engine: str, flag: str) -> Knob | None:
-    """The knob an ``engine`` ("sglang" or "vllm") flag belongs to; None: no counterpart."""
-    for knob in knobs():
-        if flag in (knob.sglang if engine == "sglang" else knob.vllm):
-            return knob
-    return None
 
 
 # -- lining two runs up ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from domain.flags.issues import (
     FlagIssue,
     FlagReport,
 )
+from domain.flags.knob_map import counterpart_issue
 from domain.flags.policy import Policy, load_policy, policy_issue, validate_model_ref
 from domain.flags.schema import FlagSpec, Schema, all_schemas, load_schema, version_key, versions_with_flag
 from domain.flags.values import ValueContext, check_value
@@ -89,6 +90,9 @@ def _missing_flag_issue(flag: str, args: Mapping[str, object], schema: Schema) -
     known_in = versions_with_flag(flag, all_schemas())
     params: dict[str, str | int | float] = {"version": schema.version}
     if not known_in:
+        other_engine = counterpart_issue("sglang", flag, schema, schema.version) if translation is None else None
+        if other_engine is not None:
+            return other_engine
         candidates = () if translation is not None else _nearest(flag, schema)
         return FlagIssue(flag, "error", UNKNOWN_FLAG, None, params, translation, candidates)
     note = None

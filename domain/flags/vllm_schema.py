@@ -43,6 +43,7 @@ from domain.flags.issues import (
     FlagReport,
     Translation,
 )
+from domain.flags.knob_map import counterpart_issue
 from domain.flags.policy import Policy, load_policy, path_inside_issue, policy_issue, validate_model_ref
 from domain.flags.risk import (
     DEFAULT_PROFILE,
@@ -506,6 +507,9 @@ def _missing_flag_issue(flag: str, value: object, schema: VllmSchema) -> FlagIss
     translation = vllm_translation(flag, value, schema)
     known_in = [s.version for s in all_vllm_schemas() if flag in s]
     if not known_in:
+        other_engine = counterpart_issue(ENGINE, flag, schema, schema.version) if translation is None else None
+        if other_engine is not None:
+            return other_engine
         candidates = () if translation is not None else _nearest(flag, schema)
         return FlagIssue(flag, "error", UNKNOWN_FLAG, "vllm", _params(schema), translation, candidates)
     if version_key(known_in[0]) > version_key(schema.version):
