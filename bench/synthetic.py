@@ -9,9 +9,10 @@ from db.connection import transaction
 from db.store import Store
 
 _CONFIGS = """
-INSERT INTO configurations
-SELECT 'synthetic-' || i, 'emulator', '0.5.23', 'Qwen/Qwen3-30B-A3B', 'H200', 1 + (i % 8), '{"kind": "aggregated"}',
-       '{"max-running-requests": ' || (16 * (1 + i % 8)) || '}', '{}', NULL, now()::TIMESTAMP, 'synthetic'
+INSERT INTO configurations (id, engine, engine_version, model, gpu_type, gpu_count, topology, server_args,
+                            environment, parent_id, created_at, created_by, emulated)
+SELECT 'synthetic-' || i, 'sglang', '0.5.23', 'Qwen/Qwen3-30B-A3B', 'H200', 1 + (i % 8), '{"kind": "aggregated"}',
+       '{"max-running-requests": ' || (16 * (1 + i % 8)) || '}', '{}', NULL, now()::TIMESTAMP, 'synthetic', true
 FROM range(?) t(i)
 """
 

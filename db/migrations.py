@@ -8,6 +8,7 @@ edit a step that has shipped.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,6 +330,31 @@ def _watches(con: duckdb.DuckDBPyConnection) -> None:
     # Single-column keys: what DuckDB's index scan serves (an equality filter on one column).
     con.execute("CREATE INDEX watch_runs_run ON watch_runs (run_id)")
     con.execute("CREATE INDEX watch_measurements_watch ON watch_measurements (watch_id)")
+
+
+# The one-word engines of before the split (issue 39) and what each is now: a family and
+# whether benchdeck's emulator stands in for it (domain/engines).  Written out here, not read
+# from the adapters: a shipped step must do the same thing whatever the code becomes.
+_ENGINE_SPLIT = (("emulator", "sglang"), ("vllm-emulator", "vllm"))
+_PLAN_COLUMNS = (("runs", "plan"), ("watches", "pinned_plan"), ("watches", "current_plan"))
+
+
+@migration(7, "engine family and emulated, one word split in two")
+def _engine_split(con: duckdb.DuckDBPyConnection) -> None:
+    """``configurations.engine = 'emulator'`` becomes ``engine = 'sglang', emulated = true``
+    (imported runs' NULL engine keeps a NULL ``emulated``: unknown), and the stored plans and
+    points' conditions spell the engine the same way.  Configuration ids stay as they are:
+    RunPlan hashes the one-word label (domain/plan/run_plan.py ``engine_label``)."""
+    con.execute("ALTER TABLE configurations ADD COLUMN emulated BOOLEAN")
+    con.execute("UPDATE configurations SET emulated = false WHERE engine IS NOT NULL")
+    for old, family in _ENGINE_SPLIT:
+        con.execute("UPDATE configurations SET engine = ?, emulated = true WHERE engine = ?", [family, old])
+        patch = json.dumps({"engine": family, "emulated": True})
+        for table, column in _PLAN_COLUMNS:
+            con.execute(f"UPDATE {table} SET {column} = json_merge_patch({column}, ?) "  # noqa: S608 - fixed names
+                        f"WHERE json_extract_string({column}, '$.engine') = ?", [patch, old])
+        con.execute("UPDATE sweep_points SET conditions = json_merge_patch(conditions, ?) "
+                    "WHERE json_extract_string(conditions, '$.engine') = ?", [json.dumps({"engine": family}), old])
 
 
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:

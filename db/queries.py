@@ -8,9 +8,9 @@ caller decides what that means.  The audit log only ever gets INSERTs.
 # --- configurations -----------------------------------------------------------------
 INSERT_CONFIGURATION = """
 INSERT OR IGNORE INTO configurations
-    (id, engine, engine_version, model, gpu_type, gpu_count, topology, server_args, environment,
+    (id, engine, emulated, engine_version, model, gpu_type, gpu_count, topology, server_args, environment,
      parent_id, created_at, created_by)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 # --- runs ---------------------------------------------------------------------------
@@ -45,7 +45,7 @@ SELECT r.id
 FROM runs r JOIN configurations c ON c.id = r.configuration_id
 WHERE r.status = 'queued'
   AND (c.engine = 'external' OR (c.gpu_type = ? AND c.gpu_count <= ?))
-  AND (c.engine IN ('emulator', 'vllm-emulator', 'external')
+  AND (c.emulated OR c.engine = 'external'
        OR (c.engine = 'sglang' AND ? AND (c.engine_version IS NULL OR c.engine_version = ?))
        OR (c.engine = 'vllm' AND ? AND (c.engine_version IS NULL OR c.engine_version = ?)))
 ORDER BY r.priority DESC, r.submitted_at, r.id

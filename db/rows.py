@@ -126,6 +126,7 @@ class ConfigurationRow(Row):
 
     id: str
     engine: str | None
+    emulated: bool | None  # None: unknown (an imported run's engine the file left out)
     engine_version: str | None
     model: str | None
     gpu_type: str | None

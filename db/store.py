@@ -47,6 +47,7 @@ from domain.core.states import (
     is_legal_attempt_move,
     is_legal_run_move,
 )
+from domain.engines import stored_engine
 from domain.plan.quotas import Quotas
 from domain.plan.run_plan import RunPlan, configuration_id
 from domain.results.bench_record import METRIC_COLUMNS
@@ -190,7 +191,8 @@ class Store:
             con.execute(
                 q.INSERT_CONFIGURATION,
                 [
-                    config_id, plan.engine, plan.engine_version, plan.model, plan.gpu.type, plan.gpu.count,
+                    config_id, plan.engine, plan.emulated, plan.engine_version, plan.model, plan.gpu.type,
+                    plan.gpu.count,
                     json.dumps(snapshot["topology"]), json.dumps(snapshot["server_args"]),
                     json.dumps(environment or {}), None, now, user,
                 ],
@@ -440,7 +442,8 @@ class Store:
                                                    "topology", "server_args")}
                 config_id = configuration_id({**snapshot, "imported": sha256, "index": index})
                 con.execute(q.INSERT_CONFIGURATION, [
-                    config_id, config["engine"], config["engine_version"], config["model"], config["gpu_type"],
+                    config_id, *stored_engine(config["engine"]), config["engine_version"], config["model"],
+                    config["gpu_type"],
                     config["gpu_count"], json.dumps(config["topology"]), json.dumps(config["server_args"], default=str),
                     json.dumps(config["environment"], default=str), None, now, user,
                 ])
@@ -479,10 +482,13 @@ class Store:
             environment.setdefault("provenance", {}).update({k: "user" for k in filled})
             environment["filled_in_by"] = actor.name
             new = replace(old, **filled)
+            if "engine" in filled:
+                engine, emulated = stored_engine(new.engine)
+                new = replace(new, engine=engine, emulated=emulated)
             identity = {k: getattr(new, k) for k in (*fillable, "topology", "server_args")}
             new_id = configuration_id(identity | {"parent": old.id})
             con.execute(q.INSERT_CONFIGURATION, [
-                new_id, new.engine, new.engine_version, new.model, new.gpu_type, new.gpu_count,
+                new_id, new.engine, new.emulated, new.engine_version, new.model, new.gpu_type, new.gpu_count,
                 old.topology, old.server_args, json.dumps(environment), old.id, utcnow(), actor.name,
             ])
             if not con.execute(q.REPOINT_RUN, [new_id, run_id, old.id]).fetchall():

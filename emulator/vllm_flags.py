@@ -2,12 +2,12 @@
 
 ``python -m emulator --emulate-engine vllm --model M [vLLM flags] [--emulate-* options]``
 accepts the flags of one vLLM version's shipped schema (``domain/flags/schemas/
-vllm_args_<version>.json``, read through :mod:`domain.flags.vllm_schema`), chosen with
+vllm_args_<version>.json``, read through :mod:`domain.flags.dialects.vllm`), chosen with
 ``--emulate-vllm-version`` (default: the newest shipped).  Numbers are read with the
-schema module's :func:`~domain.flags.vllm_schema.parse_vllm_number` (vLLM's
+schema module's :func:`~domain.flags.dialects.vllm.parse_vllm_number` (vLLM's
 ``human_readable_int``: ``1k`` = 1000, ``1K`` = 1024) and choices against the schema.
 
-What differs from ``vllm serve`` on purpose (as :mod:`domain.flags.vllm_schema` decides
+What differs from ``vllm serve`` on purpose (as :mod:`domain.flags.dialects.vllm` decides
 for plans): no prefix matching (``allow_abbrev=False``) and no underscore spelling
 (``--max_num_seqs``); both are refused like any unknown flag.  The refusal itself is
 vLLM's: ``usage: vllm serve [model_tag] [options]`` and ``vllm serve: error:
@@ -33,15 +33,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from domain.flags.schema import SchemaError
-from domain.flags.vllm_schema import (
-    VllmFlagSpec,
-    VllmSchema,
+from domain.flags.dialects.vllm import (
     known_vllm_versions,
     load_vllm_schema,
     newest_vllm_version,
     parse_vllm_number,
 )
+from domain.flags.schema import FlagSpec, Schema, SchemaError
 from emulator.flags import EmulateOptions, _add_emulate_args, _emulate_options
 
 PROG = "vllm serve"
@@ -53,7 +51,7 @@ MODEL_WARNING = ("With `vllm serve`, you should provide the model as a positiona
 class VllmArgumentParser(argparse.ArgumentParser):
     """argparse's own refusal (usage + ``prog: error: msg``, exit 2), plus the nearest flags."""
 
-    def __init__(self, schema: VllmSchema) -> None:
+    def __init__(self, schema: Schema) -> None:
         super().__init__(prog=PROG, usage=USAGE, allow_abbrev=False,
                          description="benchdeck emulator engine (speaks vLLM's HTTP protocol)")
         self.schema = schema
@@ -67,7 +65,7 @@ class VllmArgumentParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def nearest_hint(message: str, schema: VllmSchema) -> str | None:
+def nearest_hint(message: str, schema: Schema) -> str | None:
     """``[benchdeck emulator] did you mean --x?`` for each unrecognized flag of ``message``."""
     if not message.startswith("unrecognized arguments:"):
         return None
@@ -141,7 +139,7 @@ def _text_type(optional: bool) -> Any:
     return str_value
 
 
-def _value_type(spec: VllmFlagSpec) -> Any:
+def _value_type(spec: FlagSpec) -> Any:
     kind = spec.base_type
     if kind in ("int", "float", "human_readable_int", "human_readable_int_or_auto"):
         return _number_type(kind, spec.optional)
@@ -150,11 +148,11 @@ def _value_type(spec: VllmFlagSpec) -> Any:
     return _text_type(spec.optional)
 
 
-def _option_strings(spec: VllmFlagSpec, names: Sequence[str]) -> list[str]:
+def _option_strings(spec: FlagSpec, names: Sequence[str]) -> list[str]:
     return ["--" + n for n in names] + (["-" + s for s in spec.short] if names and names[0] == spec.primary else [])
 
 
-def _add_spec(group: argparse._ArgumentGroup, spec: VllmFlagSpec) -> None:
+def _add_spec(group: argparse._ArgumentGroup, spec: FlagSpec) -> None:
     if spec.positional:
         group.add_argument(spec.dest, nargs="?", default=argparse.SUPPRESS)
         return
@@ -179,7 +177,7 @@ def _add_spec(group: argparse._ArgumentGroup, spec: VllmFlagSpec) -> None:
                        **common, **kwargs)
 
 
-def build_parser(schema: VllmSchema) -> VllmArgumentParser:
+def build_parser(schema: Schema) -> VllmArgumentParser:
     parser = VllmArgumentParser(schema)
     group = parser.add_argument_group(f"vLLM {schema.version} serve arguments")
     for spec in schema.specs:

@@ -27,10 +27,10 @@ import streamlit as st
 from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
+from domain.flags.dialects.vllm import assess_vllm_risk, known_vllm_versions, load_vllm_schema, validate_vllm_args
 from domain.flags.policy import DEFAULT_POLICY_PATH
 from domain.flags.risk import RiskReport
 from domain.flags.schema import known_versions, load_schema, version_key
-from domain.flags.vllm_schema import assess_vllm_risk, known_vllm_versions, load_vllm_schema, validate_vllm_args
 from domain.plan.checks import (
     check_plan,
     context_length_errors,
@@ -50,7 +50,7 @@ from domain.plan.placeholder_commands import router_command, worker_command
 from domain.plan.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
 from domain.plan.presets import CONFIG_PRESETS, GPUS, config_preset, preset_plan, quick_demo_plan
 from domain.plan.quotas import QuotaExceeded
-from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, Engine, RunPlan
+from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
 from domain.plan.thinking import CHAT_BACKEND
 from domain.plan.topology import layout
 from domain.plan.topology_drawing import role_name
@@ -430,7 +430,7 @@ b1, b2, b3 = st.columns(3)
 b1.text_input(t("build.name", lang), key="b.name",
               help=t("build.name_help", lang, slug=slug(str(st.session_state.get("b.name", "")), "plan")))
 slot_under(b1, "b.name")
-ENGINES: list[Engine] = ["emulator", "sglang", "vllm-emulator", "vllm"]
+ENGINES = ["emulator", "sglang", "vllm-emulator", "vllm"]  # the one choice: family and emulation
 localised_choice(b1.radio, t("build.engine", lang), ENGINES, "b.engine", lang, horizontal=True,
                  format_func=lambda e: t(f"build.engine_{e.replace('-', '_')}", lang))
 slot_under(b1, "b.engine")

@@ -24,10 +24,10 @@ from typing import Any, Protocol
 from db.store import ProcessGroup, utcnow
 from domain.core.settings import ExternalEndpoint, Settings
 from domain.core.states import AttemptStatus, FailureKind
+from domain.flags.dialects.vllm import load_vllm_policy, validate_vllm_args
 from domain.flags.policy import Policy
 from domain.flags.schema import Schema, known_versions
 from domain.flags.validate import validate_server_args
-from domain.flags.vllm_schema import load_vllm_policy, validate_vllm_args
 from domain.plan.checks import schema_version_for, vllm_version_for
 from domain.plan.run_plan import BenchmarkPlan, Point, RunPlan, configuration_id, point_conditions
 from domain.plan.topology import layout
@@ -389,7 +389,7 @@ class AttemptExecution:
         if not report.ok:
             details = "; ".join(issue.message("en") for issue in report.errors)
             raise server_process.AttemptFailure(FailureKind.BAD_ARGS, f"flags rejected for vLLM {version}: {details}")
-        if plan.engine == "vllm" and self.settings.vllm_python is None:
+        if plan.is_vllm and not plan.emulated and self.settings.vllm_python is None:
             raise server_process.AttemptFailure(FailureKind.BAD_ARGS, "engine vllm needs BENCHDECK_VLLM_PYTHON on "
                                                 "the runner host")
 

@@ -35,7 +35,7 @@ def module_installed(python: str, module: str) -> bool | None:
 def missing_backend(plan: RunPlan, sglang_python: str) -> str | None:
     """Why the run cannot start on this host (the first role whose backend's package the
     SGLang environment lacks), in English as attempt messages are; None when it can."""
-    if plan.engine != "sglang" or not sglang_python:
+    if plan.engine != "sglang" or plan.emulated or not sglang_python:
         return None
     for role in role_backends(plan):
         needs = role.needs

@@ -91,7 +91,7 @@ def point_object(scenario: str, point: PointEstimate, setup: Setup) -> dict[str,
 def _header(plan: RunPlan, setup: Setup, lang: str) -> list[str]:
     cal = setup.calibration
     lines = [t("estimate.header", lang, model=plan.model, gpu=plan.gpu.type, gpus=plan.gpu.count,
-               tp=setup.timing.tp_size, engine=plan.engine)]
+               tp=setup.timing.tp_size, engine=plan.engine_label)]
     if cal.cv_rows:
         lines.append(t("estimate.method", lang, fitted_on=cal.fitted_on, rows=cal.cv_rows,
                        ttft=cal.cv_ttft_mae_pct, tpot=cal.cv_tpot_mae_pct))

@@ -211,7 +211,7 @@ class Launcher:
         return server
 
     def worker_argv(self, slot: ServerSlot, ports: dict[str, int]) -> list[str]:
-        python = self.vllm_python if self.plan.engine == "vllm" else self.sglang_python
+        python = self.vllm_python if self.plan.is_vllm and not self.plan.emulated else self.sglang_python
         return worker_argv(self.plan, slot, python=python, ports=ports, version=self.version,
                            tokenizer_dir=self.tokenizer_dir)
 

@@ -199,8 +199,8 @@ def same_conditions(plan: RunPlan, base: RunPlan, levers: set[str]) -> bool:
     mine, theirs = plan.benchmark, base.benchmark
     outside = {k: v for k, v in plan.server_args.items() if k not in levers}
     base_outside = {k: v for k, v in base.server_args.items() if k not in levers}
-    return (plan.engine, plan.sglang_version, plan.model, plan.gpu, plan.topology.snapshot()) == (
-        base.engine, base.sglang_version, base.model, base.gpu, base.topology.snapshot()) and (
+    return (plan.engine, plan.emulated, plan.sglang_version, plan.model, plan.gpu, plan.topology.snapshot()) == (
+        base.engine, base.emulated, base.sglang_version, base.model, base.gpu, base.topology.snapshot()) and (
         mine.scenarios, mine.concurrency, mine.num_prompts, mine.dataset, mine.backend) == (
         theirs.scenarios, theirs.concurrency, theirs.num_prompts, theirs.dataset, theirs.backend
     ) and outside == base_outside

@@ -23,8 +23,8 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from db import Store
 from domain.core.i18n import t
+from domain.flags.dialects.vllm import newest_vllm_version
 from domain.flags.knobs import knobs
-from domain.flags.vllm_schema import newest_vllm_version
 from domain.results.comparability import config_diff, cross_engine_notes
 from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame

@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 from db import Store
 from domain.core.i18n import t
 from domain.core.settings import get_settings
+from domain.flags.dialects.vllm import known_vllm_versions
 from domain.flags.validate import validate_server_args
-from domain.flags.vllm_schema import known_vllm_versions
 from domain.plan.checks import check_plan
 from pages.parts.flag_widgets import VLLM_ARGS
 from tests.conftest import ROOT

@@ -17,8 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from db import Store
 from domain.core.i18n import t
+from domain.flags.dialects.vllm import known_vllm_versions, load_vllm_schema, newest_vllm_version
 from domain.flags.knobs import knobs
-from domain.flags.vllm_schema import known_vllm_versions, load_vllm_schema, newest_vllm_version
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS
 from tests.conftest import ROOT
 from tests.support.actors import operator
@@ -169,7 +169,7 @@ def test_a_vllm_plan_queues_from_the_form(app_env: Path, lang: str) -> None:
     assert not at.exception
     [run] = Store(app_env).list_runs()
     plan = json.loads(Store(app_env).get_run(run.id).plan)
-    assert plan["engine"] == "vllm-emulator" and plan["vllm_version"] == newest_vllm_version()
+    assert (plan["engine"], plan["emulated"]) == ("vllm", True) and plan["vllm_version"] == newest_vllm_version()
     assert plan.get("sglang_version") is None
     assert plan["server_args"] == {"max-num-seqs": 12, "gpu-memory-utilization": 0.85}
     assert plan["benchmark"]["backend"] == "vllm" and plan["benchmark"]["tokenize_prompt"] is False

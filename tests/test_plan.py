@@ -19,7 +19,7 @@ LIMIT = 256 * 1024
 
 def test_minimal_yaml_is_accepted() -> None:
     plan = load_plan(MINIMAL_PLAN_YAML, max_bytes=LIMIT)
-    assert plan.engine == "emulator" and plan.gpu.count == 1
+    assert (plan.engine, plan.emulated, plan.engine_label) == ("sglang", True, "emulator") and plan.gpu.count == 1
     assert plan.server_args == {"tp-size": 1, "max-running-requests": 64, "mem-fraction-static": 0.85}
     assert [(p.concurrency, p.num_prompts, p.warmup) for p in plan.points()] == [(1, 10, 2), (4, 40, 8)]
 

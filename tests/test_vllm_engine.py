@@ -13,7 +13,7 @@ import pytest
 from db import Store
 from db.store import RunnerCapabilities
 from domain.core.settings import get_settings
-from domain.flags.vllm_schema import known_vllm_versions
+from domain.flags.dialects.vllm import known_vllm_versions
 from domain.plan.checks import check_plan
 from domain.plan.command import command_preview, server_argv
 from domain.plan.plan_io import PlanError, plan_from_mapping

@@ -25,8 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.flags.knobs import align_args, knob_ids, to_vllm_args
-from domain.flags.vllm_schema import (
+from domain.flags.dialects.vllm import (
     FLOAT_TYPES,
     HUMAN_INT_TYPES,
     INT_TYPES,
@@ -45,6 +44,7 @@ from domain.flags.vllm_schema import (
     validate_vllm_args,
     vllm_drift,
 )
+from domain.flags.knobs import align_args, knob_ids, to_vllm_args
 from domain.plan.presets import CONFIG_PRESETS
 from tests.conftest import ROOT
 
@@ -400,9 +400,9 @@ def test_an_sglang_run_and_a_vllm_run_line_up_knob_by_knob() -> None:
 
 
 def test_every_knob_names_flags_the_shipped_schemas_have() -> None:
+    from domain.flags.dialects.vllm import all_vllm_schemas
     from domain.flags.knobs import knobs
     from domain.flags.schema import all_schemas
-    from domain.flags.vllm_schema import all_vllm_schemas
 
     sglang, vllm = all_schemas(), all_vllm_schemas()
     for knob in knobs():
@@ -411,7 +411,7 @@ def test_every_knob_names_flags_the_shipped_schemas_have() -> None:
 
 
 def test_runner_check_lines_name_the_vllm_version_in_both_languages() -> None:
-    from domain.flags.vllm_schema import vllm_check_messages
+    from domain.flags.dialects.vllm import vllm_check_messages
 
     plan = {"cuda-graph-sizes": [1, 2], "max-num-seqs": 8}
     for lang in ("ja", "en"):
@@ -424,7 +424,7 @@ def test_runner_check_lines_name_the_vllm_version_in_both_languages() -> None:
 
 
 def test_the_contest_rules_judge_vllm_flags_by_the_same_layers() -> None:
-    from domain.flags.vllm_schema import assess_vllm_risk
+    from domain.flags.dialects.vllm import assess_vllm_risk
 
     report = assess_vllm_risk({"kv-cache-dtype": "fp8", "speculative-config": {}, "max-num-seqs": 8}, PINNED)
     assert {b.flag for b in report.broken} >= {"kv-cache-dtype"}

@@ -175,8 +175,8 @@ def setup_from_plan(plan: RunPlan) -> Setup:
     if topology.kind == "router" and topology.replicas is not None:
         args = {**plan.server_args, **topology.replicas.server_args}
         replicas = topology.replicas.count * int(_number(args, "dp-size", "data-parallel-size") or 1)
-        return setup_for(plan.model, plan.gpu.type, {**args, "dp-size": replicas}, plan.engine)
-    return setup_for(plan.model, plan.gpu.type, plan.server_args, plan.engine)
+        return setup_for(plan.model, plan.gpu.type, {**args, "dp-size": replicas}, plan.engine_label)
+    return setup_for(plan.model, plan.gpu.type, plan.server_args, plan.engine_label)
 
 
 # -- one point ----------------------------------------------------------------------------------

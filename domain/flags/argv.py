@@ -1,6 +1,7 @@
-"""Between ``server_args`` and SGLang's argv, in both directions, by exact flag spelling.
+"""Between ``server_args`` and an engine's argv, by exact flag spelling.
 
-:func:`render_argv` builds the list the runner passes to ``exec`` (never a shell);
+:func:`render_flags` builds the list the runner passes to ``exec`` (never a shell) for any
+engine, in its dialect's syntax (:func:`render_argv` for SGLang);
 :func:`parse_command_line` reads a pasted ``python -m sglang.launch_server ...`` line
 back into ``server_args`` for the importer.  Neither does argparse's prefix matching:
 ``--tp 8`` parses as the flag ``tp`` (which validation then reports, offering
@@ -16,10 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from domain.core.i18n import t
+from domain.flags.dialect import FlagDialect
+from domain.flags.dialects.sglang import NEGATIVE_NUMBER as _NEGATIVE_NUMBER
+from domain.flags.dialects.sglang import SGLANG_FLAGS
 from domain.flags.schema import FlagSpec, Schema, all_schemas, load_schema
 from domain.flags.values import FLOAT_TYPES, INT_TYPES, JSON_TYPES
 
-_NEGATIVE_NUMBER = re.compile(r"^-[0-9]+(?:\.[0-9]*)?$", re.ASCII)
 _ASCII_INT = re.compile(r"^-?[0-9]+$", re.ASCII)
 _ASCII_FLOAT = re.compile(r"^-?(?:[0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)(?:[eE][-+]?[0-9]+)?$", re.ASCII)
 
@@ -40,52 +43,50 @@ class CommandLineError(ValueError):
 
 
 def render_argv(server_args: Mapping[str, object], version: str, *, schema: Schema | None = None) -> list[str]:
-    """``--flag value`` argv for validated ``server_args``: switches bare, lists as several values.
-
-    ``false`` switches are left out (``--no-x`` for a BooleanOptionalAction), ``None``
-    means unset.  ValueError for anything that cannot be rendered faithfully; run
+    """``--flag value`` argv for validated SGLang ``server_args``: switches bare, lists as
+    several values.  ``false`` switches are left out (``--no-x`` for a BooleanOptionalAction),
+    ``None`` means unset.  ValueError for anything that cannot be rendered faithfully; run
     :func:`domain.flags.validate.validate_server_args` first."""
-    schema = schema or load_schema(version)
+    return render_flags(SGLANG_FLAGS, server_args, schema or SGLANG_FLAGS.schema(version))
+
+
+def render_flags(dialect: FlagDialect, server_args: Mapping[str, object], schema: Schema) -> list[str]:
+    """The argv words of validated ``server_args`` on ``schema``, in ``dialect``'s syntax."""
     argv: list[str] = []
     for flag, value in server_args.items():
         spec = schema.lookup(flag)
         if spec is None:
-            raise ValueError(f"--{flag} is not a flag of SGLang {schema.version}")
-        argv.extend(_render_flag(flag, spec, value))
+            raise ValueError(f"--{flag} is not a flag of {dialect.name} {schema.version}")
+        argv.extend(_render_flag(dialect, flag, spec, value))
     return argv
 
 
-def _render_flag(flag: str, spec: FlagSpec, value: object) -> list[str]:
+def _render_flag(dialect: FlagDialect, flag: str, spec: FlagSpec, value: object) -> list[str]:
     option = f"--{flag}"
     if value is None:
         return []
     if spec.takes_no_value:
         if not isinstance(value, bool):
             raise ValueError(f"{option} is a switch; its value must be true or false")
-        return [option] if value else _negated(flag, spec)
+        return _render_switch(flag, spec, value)
     if spec.value_optional and value is True:
         return [option]
     if spec.takes_list:
         items = list(value) if isinstance(value, list | tuple) else [value]
-        return [option, *(_render_scalar(option, item) for item in items)]
-    return [option, _render_scalar(option, value)]
+        return [option, *(dialect.render_scalar(option, item) for item in items)]
+    text = dialect.render_scalar(option, value)
+    return [f"{option}={text}"] if dialect.attach_dashed and text.startswith("-") else [option, text]
 
 
-def _negated(flag: str, spec: FlagSpec) -> list[str]:
-    """``x: false`` on a BooleanOptionalAction is ``--no-x``; on store_true, nothing."""
-    negation = f"no-{flag}"
-    return [f"--{negation}"] if spec.action == "BooleanOptionalAction" and negation in spec.names else []
-
-
-def _render_scalar(option: str, value: object) -> str:
-    if isinstance(value, bool):
-        raise ValueError(f"{option} takes a value, not true/false")
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    text = repr(value) if isinstance(value, float) else str(value)
-    if text.startswith("-") and not _NEGATIVE_NUMBER.match(text):
-        raise ValueError(f"{option}: a value starting with '-' would be read as an option")
-    return text
+def _render_switch(flag: str, spec: FlagSpec, value: bool) -> list[str]:
+    """``x: true`` is ``--x``; ``x: false`` is the switch's visible off spelling (``--no-x``,
+    ``--disable-x``) or nothing; an off spelling set true is itself, set false nothing."""
+    if spec.negated(flag):
+        return [f"--{flag}"] if value else []
+    if value:
+        return [f"--{flag}"]
+    negative = spec.negative_name()
+    return [f"--{negative}"] if negative is not None else []
 
 
 # -- parsing -------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from domain.flags.dialects.vllm import load_vllm_schema
 from domain.flags.knob_map import Knob, knob_for, knobs
-from domain.flags.vllm_schema import VllmSchema, load_vllm_schema
+from domain.flags.schema import Schema
 
 __all__ = ["Carried", "Knob", "KnobRow", "align_args", "knob_for", "knob_ids", "knobs", "to_vllm_args"]
 
@@ -94,7 +95,7 @@ def to_vllm_args(sglang_args: Mapping[str, object], vllm_version: str) -> Carrie
     return Carried(out, tuple(moved), tuple(left))
 
 
-def _carry(knob: Knob, value: object, schema: VllmSchema) -> dict[str, object] | None:
+def _carry(knob: Knob, value: object, schema: Schema) -> dict[str, object] | None:
     if knob.transfer == "chunked_prefill":
         return _carry_chunking(value, schema)
     target = knob.vllm_flag_in(schema)
@@ -109,7 +110,7 @@ def _carry(knob: Knob, value: object, schema: VllmSchema) -> dict[str, object] |
     return None
 
 
-def _carry_chunking(value: object, schema: VllmSchema) -> dict[str, object] | None:
+def _carry_chunking(value: object, schema: Schema) -> dict[str, object] | None:
     if not isinstance(value, int) or isinstance(value, bool):
         return None
     if value == _SGLANG_NO_CHUNKING:

@@ -12,7 +12,7 @@ reports each active flag's layer, the highest risk, and every broken rule with i
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -73,12 +73,18 @@ class LayerTable:
 
 @lru_cache(maxsize=1)
 def risk_layers() -> LayerTable:
-    raw = data_file("risk_layers.yaml")
+    """SGLang's risk layers (``data/risk_layers.yaml``)."""
+    return layer_table("risk_layers.yaml")
+
+
+def layer_table(file_name: str) -> LayerTable:
+    """An engine's risk layers and value notes from ``data/<file_name>``, checked."""
+    raw = data_file(file_name)
     try:
         layers = tuple(_layer_from(entry) for entry in raw["layers"])
         notes = tuple(_value_note_from(entry) for entry in raw.get("value_notes") or ())
     except (KeyError, TypeError) as exc:
-        raise DataFileError(f"risk_layers.yaml: malformed entry {exc}") from exc
+        raise DataFileError(f"{file_name}: malformed entry {exc}") from exc
     _refuse_double_listing(layers)
     return LayerTable(layers, notes)
 
@@ -115,9 +121,10 @@ def classify_flag(flag: str) -> RiskLayer | None:
     return risk_layers().classify(flag)
 
 
-def unclassified_flags(schema: Schema) -> list[str]:
+def unclassified_flags(schema: Schema, classify: Callable[[str], RiskLayer | None] | None = None) -> list[str]:
     """Every spelling in ``schema`` that no layer claims (shown to the team, never assumed low)."""
-    return sorted(name for name in schema.names if classify_flag(name) is None)
+    classify = classify or classify_flag
+    return sorted(name for name in schema.names if classify(name) is None)
 
 
 def risk_rank(level: RiskLevel) -> int:
@@ -276,15 +283,24 @@ def assess_risk(
 
     A flag is active when set to anything but ``false``/``None``; ``--no-x`` spellings
     turn a feature off and are not counted."""
-    schema = schema or load_schema(version)
+    return assess_flags_risk(server_args, schema or load_schema(version), profile, risk_layers(), classify_flag)
+
+
+def assess_flags_risk(
+    server_args: Mapping[str, object],
+    schema: Schema,
+    profile: str | RuleProfile,
+    table: LayerTable,
+    classify: Callable[[str], RiskLayer | None],
+) -> RiskReport:
+    """:func:`assess_risk` for any engine: its schema, its layer table and how it classifies
+    a spelling (an engine dialect's ``risk_table`` and ``classify``)."""
     rules = load_profile(profile) if isinstance(profile, str) else profile
     active = {flag: value for flag, value in server_args.items() if _active(flag, value, schema)}
-    table = risk_layers()
-    flag_risks = tuple(FlagRisk(flag, table.classify(flag)) for flag in active)
     return RiskReport(
         version=schema.version,
         profile=rules,
-        flags=flag_risks,
+        flags=tuple(FlagRisk(flag, classify(flag)) for flag in active),
         broken=tuple(_broken_rules(active, rules, table)),
         notes=tuple(_value_notes(active, table)),
     )

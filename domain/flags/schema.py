@@ -1,8 +1,12 @@
-"""SGLang server-argument schemas, one JSON file per SGLang version.
+"""Engine flag schemas, one JSON file per engine and version.
 
-The files in ``schemas/`` are dumps of ``ServerArgs.add_cli_args`` made from the real
-packages by ``runner/sglang_side/schema_dump.py``.  Everything here matches flags by their
-exact spelling: argparse's prefix matching (``--prefill-only`` silently becoming
+The files in ``schemas/`` are dumps of each engine's argument parser made from the real
+packages: ``sglang_args_<version>.json`` by ``runner/sglang_side/schema_dump.py`` (SGLang's
+``ServerArgs.add_cli_args``), ``vllm_args_<version>.json`` by
+``runner/vllm_side/schema_dump.py`` (``vllm serve``'s parser).  One :class:`FlagSpec` and
+one :class:`Schema` serve every engine; how an engine's dump is read is its flag
+dialect's (``domain/flags/dialect.py``).  Everything here matches flags by their exact
+spelling: argparse's prefix matching (``--prefill-only`` silently becoming
 ``--prefill-only-disable-kv-cache``) is exactly what validation must never do.
 
 Flag names are handled without their leading dashes, as plans write them
@@ -13,14 +17,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-_SCHEMA_FILE = re.compile(r"^sglang_args_(?P<version>.+)\.json$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(rc|post)(\d+))?$")
 
 # Action classes whose flag takes no value on the command line.
@@ -59,10 +62,10 @@ def strip_dashes(flag: str) -> str:
 
 @dataclass(frozen=True)
 class FlagSpec:
-    """One argparse action of ``ServerArgs``: all its spellings and how it takes a value."""
+    """One argparse action of an engine's parser: all its spellings and how it takes a value."""
 
     dest: str
-    names: tuple[str, ...]  # every spelling, without dashes
+    names: tuple[str, ...]  # every long spelling, hidden ones included, without dashes
     primary: str
     action: str
     type: str | None
@@ -72,15 +75,24 @@ class FlagSpec:
     help: str
     deprecated: bool
     replacement: str | None
-    suppressed: bool
+    suppressed: bool  # the whole action is left out of --help
+    negative: frozenset[str] = frozenset()  # spellings that store False (``no-x``, ``disable-x``)
+    hidden: frozenset[str] = frozenset()  # single spellings left out of --help
+    short: tuple[str, ...] = ()  # ``-tp``: accepted by the engine, never written by a plan
+    group: str | None = None
+    none_in_choices: bool = False  # JSON null among the choices: "None" (unset) passes them
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> FlagSpec:
+        """An entry of SGLang's dump (``runner/sglang_side/schema_dump.py``)."""
         choices = raw.get("choices")
+        names = tuple(strip_dashes(f) for f in raw["flags"])
+        primary = strip_dashes(str(raw["primary"]))
+        boolean_optional = raw["action"] == "BooleanOptionalAction"
         return cls(
             dest=str(raw["dest"]),
-            names=tuple(strip_dashes(f) for f in raw["flags"]),
-            primary=strip_dashes(str(raw["primary"])),
+            names=names,
+            primary=primary,
             action=str(raw["action"]),
             type=raw.get("type"),
             nargs=raw.get("nargs"),
@@ -90,6 +102,8 @@ class FlagSpec:
             deprecated=bool(raw.get("deprecated")),
             replacement=raw.get("replacement"),
             suppressed=bool(raw.get("suppressed")),
+            # argparse's BooleanOptionalAction adds ``--no-x`` beside ``--x``.
+            negative=frozenset(n for n in names if boolean_optional and n != primary and n.startswith("no-")),
         )
 
     @property
@@ -112,17 +126,44 @@ class FlagSpec:
         return self.action == "DeprecatedAction"
 
     def negated(self, name: str) -> bool:
-        """True when ``name`` is the ``--no-x`` spelling of a BooleanOptionalAction."""
-        return self.action == "BooleanOptionalAction" and name != self.primary and name.startswith("no-")
+        """True when ``name`` is a spelling that stores False (``--no-x`` of a
+        BooleanOptionalAction, vLLM's ``--disable-x``)."""
+        return name in self.negative
+
+    def hidden_spelling(self, name: str) -> bool:
+        """Left out of the engine's --help: the whole action, or this one spelling."""
+        return self.suppressed or name in self.hidden
+
+    @property
+    def positional(self) -> bool:
+        return not self.names
+
+    @property
+    def optional(self) -> bool:
+        """vLLM's ``optional_type(...)``: ``None`` or an empty string reads as "unset"."""
+        return bool(self.type and self.type.startswith("optional:"))
+
+    @property
+    def base_type(self) -> str:
+        return (self.type or "str").removeprefix("optional:")
+
+    def positive_name(self) -> str:
+        """The spelling that stores True (``enable-x`` for ``enable-x``/``disable-x``)."""
+        return next((n for n in self.names if n not in self.negative), self.primary)
+
+    def negative_name(self) -> str | None:
+        """The visible spelling that stores False, if the switch has one."""
+        return next((n for n in self.names if n in self.negative and n not in self.hidden), None)
 
 
 @dataclass(frozen=True)
 class Schema:
-    """The full server-argument schema of one SGLang version."""
+    """The full server-argument schema of one version of one engine."""
 
     version: str
     specs: tuple[FlagSpec, ...]
     stubbed: tuple[str, ...] = ()
+    family: str = "sglang"
     _by_name: dict[str, FlagSpec] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -156,23 +197,27 @@ class Schema:
         return frozenset(self._by_name)
 
 
-def schema_path(version: str, schema_dir: Path | None = None) -> Path:
-    return (schema_dir or SCHEMA_DIR) / f"sglang_args_{version}.json"
+def schema_path(version: str, schema_dir: Path | None = None, family: str = "sglang") -> Path:
+    return (schema_dir or SCHEMA_DIR) / f"{family}_args_{version}.json"
 
 
-def known_versions(schema_dir: Path | None = None) -> list[str]:
-    """Versions with a shipped schema, oldest first."""
+def known_versions(schema_dir: Path | None = None, family: str = "sglang") -> list[str]:
+    """Versions of ``family`` with a shipped schema, oldest first."""
     directory = schema_dir or SCHEMA_DIR
-    found = (_SCHEMA_FILE.match(p.name) for p in directory.glob("sglang_args_*.json"))
+    pattern = re.compile(rf"^{re.escape(family)}_args_(?P<version>.+)\.json$")
+    found = (pattern.match(p.name) for p in directory.glob(f"{family}_args_*.json"))
     versions = [m["version"] for m in found if m is not None and _VERSION.match(m["version"])]
     return sorted(versions, key=version_key)
 
 
-def newest_version(schema_dir: Path | None = None) -> str:
-    versions = known_versions(schema_dir)
+def newest_version(schema_dir: Path | None = None, family: str = "sglang", name: str = "SGLang") -> str:
+    versions = known_versions(schema_dir, family)
     if not versions:
-        raise SchemaError(f"no SGLang schemas in {schema_dir or SCHEMA_DIR}")
+        raise SchemaError(f"no {name} schemas in {schema_dir or SCHEMA_DIR}")
     return versions[-1]
+
+
+SchemaReader = Callable[[Mapping[str, Any]], Schema]
 
 
 # Schemas dumped from a runner host's installed SGLang (runner/schema_sync.py), by version.
@@ -212,7 +257,7 @@ def load_schema(version: str, schema_dir: Path | None = None) -> Schema:
     if schema_dir is None and version in _HOST_SCHEMAS:
         return _HOST_SCHEMAS[version]
     try:
-        return _load_schema_file(schema_path(version, schema_dir))
+        return load_schema_file(schema_path(version, schema_dir), Schema.from_dict, "SGLang")
     except SchemaError as exc:
         if schema_path(version, schema_dir).exists():
             raise
@@ -220,15 +265,16 @@ def load_schema(version: str, schema_dir: Path | None = None) -> Schema:
         raise UnknownVersion(version, versions) from exc
 
 
-@lru_cache(maxsize=16)
-def _load_schema_file(path: Path) -> Schema:
+@lru_cache(maxsize=32)
+def load_schema_file(path: Path, read: SchemaReader, name: str) -> Schema:
+    """One dump file read by its engine's ``read``; ``name`` says whose in errors."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        raise SchemaError(f"no schema for this SGLang version: {path.name}") from exc
+        raise SchemaError(f"no schema for this {name} version: {path.name}") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise SchemaError(f"{path}: {exc}") from exc
-    return Schema.from_dict(raw)
+    return read(raw)
 
 
 def all_schemas(schema_dir: Path | None = None) -> list[Schema]:

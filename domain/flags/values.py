@@ -140,7 +140,7 @@ def check_value(spec: FlagSpec, flag: str, value: object, ctx: ValueContext) -> 
 def _check_switch(flag: str, value: object) -> list[FlagIssue]:
     if isinstance(value, bool):
         return []
-    return [FlagIssue(flag, "error", BAD_TYPE, "switch", {"value": _shown(value)})]
+    return [FlagIssue(flag, "error", BAD_TYPE, "switch", {"value": shown_value(value)})]
 
 
 def _check_list(spec: FlagSpec, flag: str, value: object, ctx: ValueContext) -> list[FlagIssue]:
@@ -177,7 +177,7 @@ def _check_number(spec: FlagSpec, flag: str, value: object) -> list[FlagIssue]:
     number = _as_number(kind, value)
     if isinstance(number, str):  # not a number: the reason why
         code = BAD_VALUE if number in ("not_finite", "non_ascii_digit") else BAD_TYPE
-        return [FlagIssue(flag, "error", code, number, {"value": _shown(value), "type": kind})]
+        return [FlagIssue(flag, "error", code, number, {"value": shown_value(value), "type": kind})]
     choice = _choice_issue(spec, flag, number)
     if choice is not None:
         return [choice]
@@ -253,20 +253,20 @@ def _check_json(spec: FlagSpec, flag: str, value: object, ctx: ValueContext) -> 
         text_issues = _string_issues(spec, flag, value, ctx, free_text=True)
         if text_issues:
             return text_issues
-        parsed, ok = _parse_json(value)
+        parsed, ok = parse_json(value)
         if not ok:
-            return [FlagIssue(flag, "error", BAD_VALUE, "bad_json", {"value": _shown(value)})]
+            return [FlagIssue(flag, "error", BAD_VALUE, "bad_json", {"value": shown_value(value)})]
     else:
         parsed = value
     expected = {"json_list_type": list, "parse_cuda_graph_config_arg": dict}.get(spec.type or "")
     if expected is not None and not isinstance(parsed, expected):
-        return [FlagIssue(flag, "error", BAD_TYPE, "json_" + expected.__name__, {"value": _shown(value)})]
+        return [FlagIssue(flag, "error", BAD_TYPE, "json_" + expected.__name__, {"value": shown_value(value)})]
     if not isinstance(parsed, dict | list):
-        return [FlagIssue(flag, "error", BAD_TYPE, "json", {"value": _shown(value)})]
+        return [FlagIssue(flag, "error", BAD_TYPE, "json", {"value": shown_value(value)})]
     return _json_strings_issues(spec, flag, parsed, ctx)
 
 
-def _parse_json(text: str) -> tuple[object, bool]:
+def parse_json(text: str) -> tuple[object, bool]:
     def refuse_constant(name: str) -> object:
         raise ValueError(name)  # NaN / Infinity are not JSON
 
@@ -278,9 +278,9 @@ def _parse_json(text: str) -> tuple[object, bool]:
 
 def _json_strings_issues(spec: FlagSpec, flag: str, parsed: object, ctx: ValueContext) -> list[FlagIssue]:
     """Strings nested in a JSON value get the free-text checks (no NaN, no command syntax)."""
-    for item in _walk_json(parsed):
+    for item in walk_json(parsed):
         if isinstance(item, float) and not math.isfinite(item):
-            return [FlagIssue(flag, "error", BAD_VALUE, "not_finite", {"value": _shown(item), "type": "json"})]
+            return [FlagIssue(flag, "error", BAD_VALUE, "not_finite", {"value": shown_value(item), "type": "json"})]
         if isinstance(item, str):
             issues = _string_issues(spec, flag, item, ctx, free_text=True, leading_dash_ok=True)
             if issues:
@@ -288,11 +288,11 @@ def _json_strings_issues(spec: FlagSpec, flag: str, parsed: object, ctx: ValueCo
     return []
 
 
-def _walk_json(node: object) -> list[object]:
+def walk_json(node: object) -> list[object]:
     if isinstance(node, dict):
-        return [*node.keys(), *(x for v in node.values() for x in _walk_json(v))]
+        return [*node.keys(), *(x for v in node.values() for x in walk_json(v))]
     if isinstance(node, list):
-        return [x for v in node for x in _walk_json(v)]
+        return [x for v in node for x in walk_json(v)]
     return [node]
 
 
@@ -301,9 +301,9 @@ def _walk_json(node: object) -> list[object]:
 
 def _check_text(spec: FlagSpec, flag: str, value: object, ctx: ValueContext) -> list[FlagIssue]:
     if isinstance(value, float) and not math.isfinite(value):
-        return [FlagIssue(flag, "error", BAD_VALUE, "not_finite", {"value": _shown(value), "type": "str"})]
+        return [FlagIssue(flag, "error", BAD_VALUE, "not_finite", {"value": shown_value(value), "type": "str"})]
     if not isinstance(value, str | int | float):
-        return [FlagIssue(flag, "error", BAD_TYPE, "str", {"value": _shown(value)})]
+        return [FlagIssue(flag, "error", BAD_TYPE, "str", {"value": shown_value(value)})]
     text = value if isinstance(value, str) else _number_text(value)
     free = flag in ctx.policy.free_text_flags or _looks_like_json(flag, text, ctx)
     issues = _string_issues(spec, flag, text, ctx, free_text=free)
@@ -329,7 +329,7 @@ def _string_issues(
     free_text: bool,
     leading_dash_ok: bool = False,
 ) -> list[FlagIssue]:
-    params = {"value": _shown(text)}
+    params = {"value": shown_value(text)}
     if has_control_characters(text):
         return [FlagIssue(flag, "error", BAD_VALUE, "control_char", params)]
     if text.startswith("-") and not leading_dash_ok:
@@ -360,7 +360,7 @@ def _number_text(number: object) -> str:
     return str(number)
 
 
-def _shown(value: object, limit: int = 60) -> str:
+def shown_value(value: object, limit: int = 60) -> str:
     """A value as messages show it: repr-escaped so control characters stay visible."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     shown = repr(text)[1:-1] if has_control_characters(text) else text

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from domain.core.i18n import t
 from domain.core.settings import Settings
+from domain.flags.dialects.vllm import newest_vllm_version, vllm_check_messages
 from domain.flags.policy import load_policy
 from domain.flags.schema import available_versions, newest_version
-from domain.flags.vllm_schema import newest_vllm_version, vllm_check_messages
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
@@ -109,7 +109,7 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     report.warnings += [broken.text(lang) for broken in config.risk.broken]
     if config.memory is not None and (config.memory.verdict != "fits" or config.memory.warnings):
         report.warnings.append(config.memory.text(lang))
-    if plan.engine == "sglang" and settings.sglang_python is None:
+    if plan.engine == "sglang" and not plan.emulated and settings.sglang_python is None:
         report.warnings.append(t("check.no_sglang_here", lang))
     context_errors = context_length_errors(plan, lang)
     report.errors += context_errors
@@ -124,12 +124,12 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
 
 def _check_vllm_plan(plan: RunPlan, settings: Settings, lang: str, versions: list[str] | None) -> CheckReport:
     """A vLLM plan's flags against those vLLM versions' schemas (None: every shipped one) and
-    the vLLM policy (domain/flags/vllm_schema.py); no memory fit or contest-rule check (both
+    the vLLM policy (domain/flags/dialects/vllm.py); no memory fit or contest-rule check (both
     model SGLang)."""
     check = vllm_check_messages(plan.server_args, lang, model_dirs=settings.model_dirs, model=plan.model,
                                 versions=versions)
     report = CheckReport(errors=list(check.errors), warnings=list(check.warnings), detail=check.detail)
-    if plan.engine == "vllm" and settings.vllm_python is None:
+    if plan.is_vllm and not plan.emulated and settings.vllm_python is None:
         report.warnings.append(t("check.no_vllm_here", lang))
     context_errors = context_length_errors(plan, lang)
     report.errors += context_errors

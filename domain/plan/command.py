@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from domain.flags.argv import render_argv
+from domain.flags.dialects.vllm import render_vllm_argv
 from domain.flags.schema import SCHEMA_DIR
-from domain.flags.vllm_schema import render_vllm_argv
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import ServerSlot, Topology, router_concurrency_cap
 
@@ -35,13 +35,13 @@ def server_argv(
     if plan.is_vllm:
         return vllm_server_argv(plan, python=python, port=port, version=version, tokenizer_dir=tokenizer_dir,
                                 app_python=app_python)
-    if plan.engine == "sglang":
+    if not plan.emulated:
         head = [python, "-m", "sglang.launch_server"]
     else:
         head = [app_python, "-m", "emulator"]
     argv = [*head, "--model-path", plan.model, "--host", LOOPBACK, "--port", str(port), "--enable-metrics"]
     argv += render_argv(slot.server_args if slot else plan.server_args, version)
-    if plan.engine == "emulator":
+    if plan.emulated:
         gpus = len(slot.gpu_ids) if slot else plan.gpu.count
         # The emulator ships no schema of its own: it is told where benchdeck's are.
         argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(gpus),
@@ -63,15 +63,15 @@ def vllm_server_argv(
     """A vLLM server: ``vllm serve``'s own entry module (``python -m vllm.entrypoints.cli.main
     serve``, with a ``__main__`` guard in 0.11.2 and 0.33.0 alike, where
     ``vllm.entrypoints.openai.api_server`` became a deprecated shim), or the emulator started as
-    vLLM.  Flags are rendered against the vLLM version's schema (domain/flags/vllm_schema.py)."""
-    if plan.engine == "vllm":
+    vLLM.  Flags are rendered against the vLLM version's schema (domain/flags/dialects/vllm.py)."""
+    if not plan.emulated:
         head = [python, "-m", "vllm.entrypoints.cli.main", "serve"]
     else:
         head = [app_python, "-m", "emulator", "--emulate-engine", "vllm"]
     argv = [*head, "--model", plan.model, "--host", LOOPBACK, "--port", str(port),
             "--served-model-name", plan.model]
     argv += render_vllm_argv(plan.server_args, version)
-    if plan.engine == "vllm-emulator":
+    if plan.emulated:
         argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
                  "--emulate-vllm-version", version]
         if tokenizer_dir is not None:
@@ -100,7 +100,7 @@ def worker_argv(
 def command_preview(plan: RunPlan, version: str) -> str:
     """The command as the runner will run it, with placeholders for what is only known at
     launch (the interpreter path on the runner host, and the free port it picks)."""
-    python = VLLM_PYTHON_PLACEHOLDER if plan.engine == "vllm" else PYTHON_PLACEHOLDER
+    python = VLLM_PYTHON_PLACEHOLDER if plan.is_vllm and not plan.emulated else PYTHON_PLACEHOLDER
     argv = server_argv(plan, python=python, port=PORT_PLACEHOLDER, version=version,
                        tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER)
     return shlex.join(argv).replace(f"'{python}'", python).replace(

@@ -30,7 +30,7 @@ def point_seconds(point: Point) -> float:
 
 
 def plan_seconds(plan: RunPlan) -> float:
-    return STARTUP_S[plan.engine] + sum(point_seconds(p) for p in plan.points())
+    return STARTUP_S[plan.engine_label] + sum(point_seconds(p) for p in plan.points())
 
 
 def eta_from_progress(plan: RunPlan, points_done: int, mean_point_s: float | None) -> float:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from domain.engines import EXTERNAL, adapter_for, families, split_label
 from domain.plan.naming import clean_name, name_problem
 from domain.plan.thinking import thinking_problem
 from domain.plan.topology import Topology, layout_problems
@@ -245,12 +246,12 @@ class Point:
         return f"{self.scenario.name}/c{self.concurrency}/r{self.repeat_idx}"
 
 
-# The engines a plan can name: SGLang and vLLM, each real (launched with the interpreter an
-# administrator configured) or emulated (benchdeck's emulator speaking that engine's API);
-# or "external": a server benchdeck did not start, which it only sends requests to.
-Engine = Literal["sglang", "emulator", "vllm", "vllm-emulator", "external"]
-EMULATED_ENGINES = frozenset({"emulator", "vllm-emulator"})
-VLLM_ENGINES = frozenset({"vllm", "vllm-emulator"})
+# The engine a plan names: a registered family (domain/engines: sglang, vllm), real
+# (launched with the interpreter an administrator configured) or ``emulated: true``
+# (benchdeck's emulator speaking that engine's API); or "external": a server benchdeck did
+# not start, which it only sends requests to.  Plans written before the split name the
+# emulated families in one word (``emulator``, ``vllm-emulator``): read as family + emulated.
+Engine = str
 _VERSION = r"^[0-9]+\.[0-9]+\.[0-9]+(\.post[0-9]+)?$"
 # What an external server says it runs: declared by the plan, never checked by benchdeck.
 DeclaredEngine = Literal["trt-llm", "dynamo", "vllm", "sglang", "other"]
@@ -278,6 +279,7 @@ class ExternalTarget(_Strict):
 class RunPlan(_Strict):
     name: str  # any text: see domain/plan/naming.py and _name below
     engine: Engine
+    emulated: Annotated[bool, Field(strict=True)] = False
     sglang_version: Annotated[str, Field(pattern=_VERSION)] | None = None
     vllm_version: Annotated[str, Field(pattern=_VERSION)] | None = None  # engine vllm / vllm-emulator only
     model: Annotated[str, Field(min_length=1, max_length=512)]
@@ -303,21 +305,40 @@ class RunPlan(_Strict):
 
     @model_validator(mode="before")
     @classmethod
+    def _engine_in_one_word(cls, data: Any) -> Any:
+        """``engine: emulator`` (a plan from before the split) is ``engine: sglang`` +
+        ``emulated: true``; saying ``emulated: false`` beside it is a contradiction."""
+        if not isinstance(data, dict) or not isinstance(data.get("engine"), str):
+            return data
+        split = split_label(data["engine"])
+        if split is None or not split[1]:
+            return data
+        if data.get("emulated", True) is not True:
+            raise plan_rule("engine_emulated_conflict", "engine {engine} is an emulated engine; "
+                            "emulated: false contradicts it", engine=data["engine"])
+        return {**data, "engine": split[0], "emulated": True}
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_registered(cls, value: str) -> str:
+        if value != EXTERNAL and value not in families():
+            raise plan_rule("engine_unknown", "engine must be one of {engines} (with emulated: true for "
+                            "benchdeck's emulator), not {engine}", engines=", ".join([*families(), EXTERNAL]),
+                            engine=repr(value))
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
     def _vllm_client_defaults(cls, data: Any) -> Any:
         """A vLLM plan's client defaults: bench_serving's ``vllm`` backend (vLLM serves the
         OpenAI API, not SGLang's /generate) and so no ``--tokenize-prompt`` (the client sends
         token ids only to SGLang's backend).  What the plan says itself is kept and checked
         in :meth:`_engine_speaks_the_backend`."""
-        if not isinstance(data, dict) or data.get("engine") not in VLLM_ENGINES | {"external"}:
+        defaults = _client_defaults(data)
+        bench = data.get("benchmark") if isinstance(data, dict) else None
+        if defaults is None or not isinstance(bench, dict | None):
             return data
-        bench = data.get("benchmark")
-        if bench is None:
-            bench = {}
-        if not isinstance(bench, dict):
-            return data
-        defaults = EXTERNAL_CLIENT if data.get("engine") == "external" else {"backend": "vllm",
-                                                                              "tokenize_prompt": False}
-        return {**data, "benchmark": {**defaults, **bench}}
+        return {**data, "benchmark": {**defaults, **(bench or {})}}
 
     @model_validator(mode="after")
     def _engine_speaks_the_backend(self) -> RunPlan:
@@ -325,7 +346,8 @@ class RunPlan(_Strict):
         if self.is_external and backend != "vllm":
             raise plan_rule("external_backend", "an external server gets bench_serving's OpenAI completions "
                             "client (backend 'vllm', /v1/completions), not {backend}", backend=backend)
-        if (self.is_vllm or self.is_external) != (backend == "vllm"):
+        speaks = "vllm" if self.is_external else adapter_for(self.engine).bench_backend
+        if (speaks == "vllm") != (backend == "vllm"):
             raise plan_rule("backend_engine_mismatch", "the {backend} client backend does not speak to engine "
                             "{engine}'s server (vLLM plans use 'vllm', SGLang plans an SGLang backend)",
                             backend=backend, engine=self.engine)
@@ -362,13 +384,12 @@ class RunPlan(_Strict):
     def _engine_version_fits(self) -> RunPlan:
         """A version names the engine's flag schema: an SGLang version on a vLLM plan (or the
         reverse) would validate the flags against the wrong engine."""
-        if self.is_vllm and self.sglang_version is not None:
-            raise plan_rule("engine_version_mismatch", "sglang_version is for SGLang plans; a {engine} plan "
-                            "names vllm_version", engine=self.engine)
-        if not self.is_vllm and self.vllm_version is not None:
-            raise plan_rule("engine_version_mismatch", "vllm_version is for vLLM plans; a {engine} plan "
-                            "names sglang_version", engine=self.engine)
-        if self.is_vllm and self.topology.kind != "aggregated":
+        own = None if self.is_external else adapter_for(self.engine).version_field
+        for version_field in ("sglang_version", "vllm_version"):
+            if getattr(self, version_field) is not None and own not in (None, version_field):
+                raise plan_rule("engine_version_mismatch", "{field} is not for {engine} plans; a {engine} plan "
+                                "names {own}", field=version_field, engine=self.engine, own=own)
+        if not self.is_external and self.topology.kind not in adapter_for(self.engine).topologies:
             raise plan_rule("vllm_topology", "a vLLM plan runs one aggregated server (benchdeck launches "
                             "no vLLM prefill/decode pairs)")
         return self
@@ -385,17 +406,27 @@ class RunPlan(_Strict):
     @property
     def is_vllm(self) -> bool:
         """Launched as vLLM (an external server declared as vLLM is not: benchdeck launches nothing)."""
-        return self.engine in VLLM_ENGINES
+        return self.engine == "vllm"
 
     @property
     def is_external(self) -> bool:
         return self.engine == "external"
 
-    @property
-    def emulated(self) -> bool:
-        """Served by benchdeck's emulator: every figure of the run is emulated, never measured.
+    @model_validator(mode="after")
+    def _external_is_not_emulated(self) -> RunPlan:
+        """``emulated``: served by benchdeck's emulator, every figure emulated, never measured.
         An external server is whatever it is: its figures are measured by the client here."""
-        return self.engine in EMULATED_ENGINES
+        if self.is_external and self.emulated:
+            raise plan_rule("external_emulated", "an external server is not benchdeck's emulator: "
+                            "emulated must be false")
+        return self
+
+    @property
+    def engine_label(self) -> str:
+        """The engine in one word, as plans spelt it before the split (``emulator``,
+        ``vllm-emulator``, ``sglang``, ``vllm``, ``external``): hashed into configuration ids,
+        so a configuration keeps its id across the split, and the Build form's engine choice."""
+        return EXTERNAL if self.is_external else adapter_for(self.engine).label(self.emulated)
 
     @property
     def engine_version(self) -> str | None:
@@ -403,7 +434,8 @@ class RunPlan(_Strict):
         an external plan, the version it declares (no schema: it has no flags here)."""
         if self.external is not None:
             return self.external.version
-        return self.vllm_version if self.is_vllm else self.sglang_version
+        version: str | None = getattr(self, adapter_for(self.engine).version_field, None)
+        return version
 
     @field_validator("topology", mode="before")
     @classmethod
@@ -452,7 +484,7 @@ class RunPlan(_Strict):
     def configuration_snapshot(self) -> dict[str, Any]:
         """What identifies the engine set-up (not the benchmark): hashed into a configuration id."""
         return {
-            "engine": self.engine,
+            "engine": self.engine_label,
             "engine_version": self.engine_version,
             "model": self.model,
             "gpu_type": self.gpu.type,
@@ -462,6 +494,18 @@ class RunPlan(_Strict):
             # Only on external plans, so every other plan keeps its configuration id.
             **({"external": self.external.model_dump()} if self.external is not None else {}),
         }
+
+
+def _client_defaults(data: Any) -> dict[str, Any] | None:
+    """The client defaults an engine other than SGLang needs (None: bench_serving's own)."""
+    engine = data.get("engine") if isinstance(data, dict) else None
+    if engine == EXTERNAL:
+        return EXTERNAL_CLIENT
+    split = split_label(engine) if isinstance(engine, str) else None
+    if split is None or split[0] == "sglang":
+        return None
+    adapter = adapter_for(split[0])
+    return {"backend": adapter.bench_backend, "tokenize_prompt": adapter.tokenize_prompt}
 
 
 def configuration_id(snapshot: dict[str, Any]) -> str:

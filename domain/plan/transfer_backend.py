@@ -63,6 +63,6 @@ def role_backends(plan: RunPlan) -> list[RoleBackend]:
 def unnamed_backend_roles(plan: RunPlan) -> list[str]:
     """The PD roles of a real-SGLang plan that leave the backend to the default, whose
     package the SGLang environment may lack (the emulator needs none)."""
-    if plan.engine != "sglang":
+    if plan.engine != "sglang" or plan.emulated:
         return []
     return [rb.role for rb in role_backends(plan) if not rb.named]

@@ -48,11 +48,10 @@ import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
+from domain.flags.dialects.vllm import classify_vllm_flag
 from domain.flags.knobs import KnobRow, align_args
 from domain.flags.risk import DEFAULT_PROFILE, RiskLayer, assess_risk, classify_flag
 from domain.flags.schema import Schema, SchemaError, known_versions, load_schema, newest_version
-from domain.flags.vllm_schema import classify_vllm_flag
-from domain.plan.run_plan import VLLM_ENGINES
 
 State = Literal["match", "differ", "unknown", "intended"]
 Verdict = Literal["comparable", "comparable_except", "not_comparable"]
@@ -532,7 +531,7 @@ def run_flags(rows: pd.DataFrame) -> FlagSet:
 def point_flags(first: Mapping[str, Any]) -> FlagSet:
     """The flags of one row of the points frame (every row of a run carries the same).  A
     vLLM run's flags compare as written: the SGLang schemas do not describe them."""
-    schema = None if first.get("engine") in VLLM_ENGINES else _schema_or_none(first.get("engine_version"))
+    schema = None if first.get("engine") == "vllm" else _schema_or_none(first.get("engine_version"))
     values: dict[str, object] = {}
     for flag, raw in dict(first.get("server_args") or {}).items():
         name, value = _canonical(str(flag), raw, schema)
@@ -639,7 +638,7 @@ def config_diff(
 
 
 def _is_vllm(rows: pd.DataFrame) -> bool:
-    return rows.iloc[0].get("engine") in VLLM_ENGINES
+    return bool(rows.iloc[0].get("engine") == "vllm")
 
 
 def _layer_of(flag: str, *, vllm: bool) -> RiskLayer | None:

@@ -31,8 +31,8 @@ CUSTOM_SCENARIO = "custom"  # the name build_form.py gives the custom scenario
 
 # A plan field (its path without list positions) → the key of the widget that edits it.
 FIELD_WIDGETS = {
-    "name": "b.name", "engine": "b.engine", "sglang_version": "b.version", "vllm_version": "b.vllm_version",
-    "model": "b.model",
+    "name": "b.name", "engine": "b.engine", "emulated": "b.engine", "sglang_version": "b.version",
+    "vllm_version": "b.vllm_version", "model": "b.model",
     "gpu.type": "b.gpu_type", "gpu.count": "b.gpu_count", "tags": "b.tags",
     "benchmark.scenarios": "b.scenarios", "benchmark.concurrency": "b.concurrency",
     "benchmark.num_prompts": "b.prompts", "benchmark.warmup": "b.warmup", "benchmark.repeats": "b.repeats",

@@ -10,12 +10,13 @@ from typing import Any
 import streamlit as st
 
 from db import DbBusy
+from domain.engines import split_label
 from domain.flags.drift import retarget
-from domain.flags.vllm_schema import newest_vllm_version
+from domain.flags.dialects.vllm import newest_vllm_version
 from domain.plan.form_input import concurrency_list, count_or_text, rate_or_text
 from domain.plan.naming import MAX_NAME_CHARS
 from domain.plan.presets import GPUS, PRESET_SGLANG_VERSION, quick_demo_plan
-from domain.plan.run_plan import SCENARIO_PRESETS, VLLM_ENGINES, RunPlan
+from domain.plan.run_plan import SCENARIO_PRESETS, RunPlan
 from domain.plan.thinking import CHAT_BACKEND
 from pages.parts.common import store
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, forget_flag_widgets
@@ -108,7 +109,7 @@ def load_plan_into_form(plan: RunPlan, origin: str) -> None:
     ss = st.session_state
     plan = _on_host_version(plan, origin)
     ss["b.name"] = plan.name
-    ss["b.engine"] = plan.engine
+    ss["b.engine"] = plan.engine_label  # the form offers the engine as one choice
     ss["b.version"] = plan.sglang_version or PRESET_SGLANG_VERSION
     ss["b.vllm_version"] = plan.vllm_version or newest_vllm_version()
     ss["b.model"] = plan.model
@@ -179,7 +180,14 @@ def _scenarios() -> list[dict[str, Any]]:
 
 def vllm_engine() -> bool:
     """Whether the form's engine is vLLM (real or emulated)."""
-    return st.session_state.get("b.engine") in VLLM_ENGINES
+    return _engine_fields().get("engine") == "vllm"
+
+
+def _engine_fields() -> dict[str, Any]:
+    """The form's one engine choice (``vllm-emulator``) as the plan's family and ``emulated``."""
+    choice = st.session_state.get("b.engine")
+    split = split_label(choice) if isinstance(choice, str) else None
+    return {"engine": choice} if split is None else {"engine": split[0], "emulated": split[1]}
 
 
 def _request_mapping() -> dict[str, Any]:
@@ -204,9 +212,9 @@ def _engine_mapping(lang: str) -> dict[str, Any]:
     """The engine, its version and its flags; a vLLM plan runs one aggregated server."""
     ss = st.session_state
     if vllm_engine():
-        return {"engine": ss["b.engine"], "vllm_version": ss["b.vllm_version"], "topology": {"kind": "aggregated"},
+        return {**_engine_fields(), "vllm_version": ss["b.vllm_version"], "topology": {"kind": "aggregated"},
                 "server_args": dict(ss[VLLM_ARGS])}
-    return {"engine": ss["b.engine"], "sglang_version": ss["b.version"], "topology": topology_mapping(lang)[0],
+    return {**_engine_fields(), "sglang_version": ss["b.version"], "topology": topology_mapping(lang)[0],
             "server_args": dict(ss[SERVER_ARGS])}
 
 

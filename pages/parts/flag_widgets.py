@@ -12,10 +12,12 @@ from typing import Any
 import streamlit as st
 
 from domain.core.i18n import t
+from domain.flags.dialect import FlagDialect
+from domain.flags.dialects.sglang import SGLANG_FLAGS
+from domain.flags.dialects.vllm import VLLM_FLAGS
 from domain.flags.drift import apply_translations
 from domain.flags.levers import lever_notes, parallelism_glossary
 from domain.flags.schema import FlagSpec, Schema
-from domain.flags.vllm_schema import VllmFlagSpec
 from domain.plan.form_input import typed_scalar
 from pages.parts.build_field_errors import FLAG_SLOT_PREFIX, slot_under
 
@@ -23,11 +25,11 @@ SERVER_ARGS = "build.server_args"  # the SGLang (and SGLang emulator) flags
 VLLM_ARGS = "build.vllm_args"  # the vLLM flags, kept apart: switching engine loses neither
 # Each store's widgets under a prefix of their own (a flag may be spelled alike on both engines).
 _WIDGET_PREFIXES = {SERVER_ARGS: "b.flag.", VLLM_ARGS: "b.vflag."}
+_DIALECTS: dict[str, FlagDialect] = {SERVER_ARGS: SGLANG_FLAGS, VLLM_ARGS: VLLM_FLAGS}  # whose flags each store holds
 _SEARCH_LIMIT = 40  # the most widgets one search draws
 # How a widget's value is read back: as it is, a text read as a scalar, a list of scalars
 # (vLLM's nargs='+' flags take separate arguments), or a three-way switch whose "off" is kept.
 Mode = str  # "plain" | "text" | "list" | "tri"
-AnySpec = FlagSpec | VllmFlagSpec
 
 
 def forget_flag_widgets() -> None:
@@ -50,10 +52,10 @@ def _set_flag(name: str, store: str = SERVER_ARGS, mode: Mode = "plain") -> None
         args[name] = value
 
 
-def _number_type(spec: AnySpec) -> str | None:
+def _number_type(spec: FlagSpec) -> str | None:
     """"int" or "float" for a flag a number box edits (vLLM's ``optional:int`` too); None
     for the rest (vLLM's ``1k``-style counts and lists are typed as text)."""
-    kind = spec.base_type if isinstance(spec, VllmFlagSpec) else spec.type
+    kind = spec.base_type
     return kind if kind in ("int", "float") and not spec.takes_list else None
 
 
@@ -79,7 +81,7 @@ def _text_widget(label: str, container: Any, lang: str, kwargs: dict[str, Any]) 
     container.text_input(label, on_change=_set_flag, placeholder=t("build.unset", lang), **kwargs)
 
 
-def _three_way(spec: VllmFlagSpec, label: str, container: Any, lang: str, kwargs: dict[str, Any]) -> None:
+def _three_way(spec: FlagSpec, label: str, container: Any, lang: str, kwargs: dict[str, Any]) -> None:
     """A vLLM switch with an "off" spelling (``--no-enable-x``): unset, on or off, since
     off is not the default for every such switch (prefix caching is on unless turned off)."""
     shown = {None: t("build.unset", lang), True: f"--{spec.positive_name()}", False: f"--{spec.negative_name()}"}
@@ -87,14 +89,15 @@ def _three_way(spec: VllmFlagSpec, label: str, container: Any, lang: str, kwargs
                         placeholder=t("build.unset", lang), **kwargs)
 
 
-def flag_widget(spec: AnySpec, name: str, container: Any, lang: str, *, help_text: str | None = None,
+def flag_widget(spec: FlagSpec, name: str, container: Any, lang: str, *, help_text: str | None = None,
                 store: str = SERVER_ARGS) -> None:
     """A widget typed from the schema: switch, choice, number or text; empty = the engine's
     default.  ``store`` is where the value lives: SGLang's ``SERVER_ARGS`` or ``VLLM_ARGS``."""
     key = f"{_WIDGET_PREFIXES[store]}{name}"
     args: dict[str, Any] = st.session_state[store]
     # A plan that spells the off switch itself (``disable-x: true``) keeps a plain toggle.
-    three_way = isinstance(spec, VllmFlagSpec) and spec.takes_no_value and spec.negative_name() is not None \
+    dialect = _DIALECTS[store]
+    three_way = dialect.form_three_way and spec.takes_no_value and spec.negative_name() is not None \
         and not spec.negated(name)
     if key not in st.session_state:
         st.session_state[key] = args.get(name, False if spec.takes_no_value and not three_way else None)
@@ -103,10 +106,9 @@ def flag_widget(spec: AnySpec, name: str, container: Any, lang: str, *, help_tex
     help_text = "\n\n".join(x for x in (help_text, spec.help, default_note) if x)
     number = _number_type(spec)
     mode = "tri" if three_way else ("plain" if spec.takes_no_value or spec.choices or number else (
-        "list" if isinstance(spec, VllmFlagSpec) and spec.takes_list else "text"))
+        "list" if dialect.form_list_words and spec.takes_list else "text"))
     kwargs: dict[str, Any] = {"args": (name, store, mode), "key": key, "help": help_text}
     if three_way:
-        assert isinstance(spec, VllmFlagSpec)  # noqa: S101 - three_way says so
         _three_way(spec, label, container, lang, kwargs)
     elif spec.takes_no_value:
         container.toggle(label, on_change=_set_flag, **kwargs)

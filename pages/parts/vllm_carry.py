@@ -10,8 +10,8 @@ import streamlit as st
 
 from domain.core.i18n import t
 from domain.core.markdown import md_text
+from domain.flags.dialects.vllm import render_vllm_argv
 from domain.flags.knobs import knob_for, to_vllm_args
-from domain.flags.vllm_schema import render_vllm_argv
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, forget_flag_widgets
 
 CARRIED = "build.vllm_carried"  # (version, SGLang flags carried from, moved, left) of the last carry

@@ -13,14 +13,14 @@ import streamlit as st
 
 from domain.core.i18n import t
 from domain.flags.knobs import Knob, knobs
-from domain.flags.vllm_schema import VllmFlagSpec, VllmSchema
+from domain.flags.schema import FlagSpec, Schema
 from pages.parts.flag_widgets import VLLM_ARGS, flag_widget
 
 _SEARCH_KEY = "b.vsearch"
 _SEARCH_LIMIT = 40  # the most widgets one search draws, as on the SGLang side
 
 
-def knob_flag(knob: Knob, schema: VllmSchema, args: dict[str, Any]) -> str | None:
+def knob_flag(knob: Knob, schema: Schema, args: dict[str, Any]) -> str | None:
     """The spelling this knob's widget edits on ``schema``'s version: one the plan already
     sets, else the first spelling that is neither deprecated nor an "off" switch (vLLM 0.11.2
     has both --cuda-graph-sizes, deprecated, and --cudagraph-capture-sizes), else any."""
@@ -33,7 +33,7 @@ def knob_flag(knob: Knob, schema: VllmSchema, args: dict[str, Any]) -> str | Non
     return next((f for f in present if _current(schema.lookup(f), f)), present[0])
 
 
-def _current(spec: VllmFlagSpec | None, flag: str) -> bool:
+def _current(spec: FlagSpec | None, flag: str) -> bool:
     return spec is not None and not spec.deprecated and not spec.negated(flag)
 
 
@@ -45,7 +45,7 @@ def _caption(knob: Knob, lang: str) -> str:
     return f"**{knob.name[lang]}** · {head}  \n{knob.note[lang]}"
 
 
-def vllm_levers_section(schema: VllmSchema, lang: str) -> None:
+def vllm_levers_section(schema: Schema, lang: str) -> None:
     """A bordered box per knob this version has: the widget, then the SGLang side and the note."""
     st.subheader(t("build.vllm.levers", lang))
     st.caption(t("build.vllm.levers_help", lang, version=schema.version))
@@ -63,7 +63,7 @@ def vllm_levers_section(schema: VllmSchema, lang: str) -> None:
         drawn += 1
 
 
-def _knob_flags(schema: VllmSchema) -> set[str]:
+def _knob_flags(schema: Schema) -> set[str]:
     """Every spelling of every knob's flags on this version (the levers cover them)."""
     covered: set[str] = set()
     for knob in knobs():
@@ -73,13 +73,13 @@ def _knob_flags(schema: VllmSchema) -> set[str]:
     return covered
 
 
-def _matching_specs(schema: VllmSchema, query: str) -> list[tuple[VllmFlagSpec, str]]:
+def _matching_specs(schema: Schema, query: str) -> list[tuple[FlagSpec, str]]:
     """Flags no knob covers: those already set (under the spelling set), and those the
     query finds in a name or the help."""
     covered = _knob_flags(schema)
     args: dict[str, Any] = st.session_state[VLLM_ARGS]
     needle = query.lower().strip()
-    found: list[tuple[VllmFlagSpec, str]] = []
+    found: list[tuple[FlagSpec, str]] = []
     for spec in schema.specs:
         if spec.positional or covered & set(spec.names):
             continue
@@ -91,7 +91,7 @@ def _matching_specs(schema: VllmSchema, query: str) -> list[tuple[VllmFlagSpec, 
     return found
 
 
-def vllm_advanced_section(schema: VllmSchema, lang: str) -> None:
+def vllm_advanced_section(schema: Schema, lang: str) -> None:
     """Any other flag of this vLLM version, found by name or help, typed from its schema."""
     with st.expander(t("build.vllm.advanced", lang, version=schema.version),
                      expanded=bool(st.session_state.get(_SEARCH_KEY))):
