@@ -58,7 +58,7 @@ COUNT_ATTEMPTS = "SELECT count(*) FROM attempts WHERE run_id = ?"
 
 GET_RUN = """
 SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
-       r.total_points, r.cancel_requested_by, r.plan, r.configuration_id, c.engine, c.engine_version,
+       r.total_points, r.cancel_requested_by, r.plan, r.configuration_id, c.engine, c.emulated, c.engine_version,
        c.model, c.gpu_type, c.gpu_count, c.server_args
 FROM runs r JOIN configurations c ON c.id = r.configuration_id
 WHERE r.id = ?
@@ -81,7 +81,7 @@ done AS (
 )
 SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
        r.total_points, r.cancel_requested_by, r.plan, r.tags,
-       c.engine, c.engine_version, c.model, c.gpu_type, c.gpu_count,
+       c.engine, c.emulated, c.engine_version, c.model, c.gpu_type, c.gpu_count,
        a.id AS attempt_id, a.attempt_no, a.status AS attempt_status, a.failure_kind, a.message,
        a.current_point, a.claimed_at AS started_at, a.runner_id,
        coalesce(d.points_done, 0) AS points_done, d.mean_point_s

@@ -54,6 +54,7 @@ class RunRow(Row):
     plan: JsonText
     configuration_id: str
     engine: str | None
+    emulated: bool | None  # None: unknown (an imported run's engine the file left out)
     engine_version: str | None
     model: str | None
     gpu_type: str | None
@@ -78,6 +79,7 @@ class RunProgressRow(Row):
     plan: JsonText
     tags: JsonText
     engine: str | None
+    emulated: bool | None  # None: unknown (an imported run's engine the file left out)
     engine_version: str | None
     model: str | None
     gpu_type: str | None

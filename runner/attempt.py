@@ -351,7 +351,7 @@ class AttemptExecution:
     def _host_version_for(self, plan: RunPlan) -> str | None:
         """The host's SGLang version for an unpinned plan; the emulator speaks only shipped
         versions, so an emulator plan on a host with another version takes the newest shipped."""
-        if plan.engine == "sglang" or self.sglang_version in known_versions():
+        if (plan.engine == "sglang" and not plan.emulated) or self.sglang_version in known_versions():
             return self.sglang_version
         return None
 

@@ -39,7 +39,7 @@ def runners_of(settings: Settings, *, create: bool) -> tuple[Store | None, list[
 
 def host_view(plan: RunPlan, runners: list[RunnerRow], lang: str) -> HostView:
     """The version an SGLang plan is checked against and what the user should know about it."""
-    if plan.engine != "sglang":
+    if plan.engine != "sglang" or plan.emulated:
         return HostView()
     versions = registered_versions(runners)
     if plan.sglang_version is None:

@@ -101,12 +101,12 @@ def test_each_reason_a_runner_cannot_claim_is_named_with_its_fix() -> None:
     sglang = Wanted("sglang", "0.5.23", "H200", 1)
     assert "has sglang 0.5.24, the run pins 0.5.23; resubmit it pinned to 0.5.24" in _why(sglang, _Runner())[0]
     assert "serves H100 GPUs, the run needs H200" in _why(sglang, _Runner(gpu_type="H100"))[0]
-    assert "serves 8 GPUs, the run needs 16" in _why(Wanted("emulator", None, "H200", 16), _Runner())[0]
+    assert "serves 8 GPUs, the run needs 16" in _why(Wanted("sglang", None, "H200", 16, emulated=True), _Runner())[0]
     assert "has no real sglang" in _why(sglang, _Runner(sglang_version=None))[0]
     assert "unhealthy, claims nothing: disk full" in _why(
         Wanted("sglang", None, "H200", 1), _Runner(healthy=False, unhealthy_reason="disk full"))[0]
     assert "offline (last heartbeat 3610 s ago)" in _why(
-        Wanted("emulator", None, "H200", 1), _Runner(heartbeat_at=NOW - timedelta(hours=1, seconds=10)))[0]
+        Wanted("sglang", None, "H200", 1, emulated=True), _Runner(heartbeat_at=NOW - timedelta(hours=1, seconds=10)))[0]
     assert "No runner has registered" in _why(sglang)[0]
 
 

@@ -20,8 +20,6 @@ from domain.core.i18n import t
 from domain.core.settings import Settings
 from domain.flags.schema import version_key
 
-EMULATED_ENGINES = frozenset({"emulator", "vllm-emulator", "external"})
-
 
 class RunnerLike(Protocol):
     """What a runners row tells (db/rows.py ``RunnerRow``)."""
@@ -48,10 +46,11 @@ class RunnerLike(Protocol):
 class Wanted:
     """What a run needs from a runner."""
 
-    engine: str
+    engine: str  # the family, or "external"
     version: str | None  # pinned engine version, or None: the host's own
     gpu_type: str
     gpu_count: int
+    emulated: bool = False  # benchdeck's emulator: runs on any runner of the GPU type
 
 
 class RunLike(Protocol):
@@ -59,6 +58,8 @@ class RunLike(Protocol):
 
     @property
     def engine(self) -> str | None: ...
+    @property
+    def emulated(self) -> bool | None: ...
     @property
     def engine_version(self) -> str | None: ...
     @property
@@ -68,7 +69,8 @@ class RunLike(Protocol):
 
 
 def wanted_of(run: RunLike) -> Wanted:
-    return Wanted(run.engine or "sglang", run.engine_version, run.gpu_type or "?", int(run.gpu_count or 0))
+    return Wanted(run.engine or "sglang", run.engine_version, run.gpu_type or "?", int(run.gpu_count or 0),
+                  bool(run.emulated))
 
 
 def offline_after_s(settings: Settings) -> float:
@@ -117,7 +119,7 @@ def runner_blocker(runner: RunnerLike, wanted: Wanted, age_s: float, offline_aft
             return Blocker("gpu_type", {**ctx, "has": runner.gpu_type, "needs": wanted.gpu_type})
         if runner.gpu_count < wanted.gpu_count:
             return Blocker("gpu_count", {**ctx, "has": runner.gpu_count, "needs": wanted.gpu_count})
-    if wanted.engine not in EMULATED_ENGINES:
+    if not wanted.emulated and wanted.engine != "external":
         installed = _installed(runner, wanted.engine)
         if installed is None:
             return Blocker("no_engine", {**ctx, "engine": wanted.engine})

@@ -11,8 +11,8 @@ import streamlit as st
 
 from db import DbBusy
 from domain.engines import split_label
-from domain.flags.drift import retarget
 from domain.flags.dialects.vllm import newest_vllm_version
+from domain.flags.drift import retarget
 from domain.plan.form_input import concurrency_list, count_or_text, rate_or_text
 from domain.plan.naming import MAX_NAME_CHARS
 from domain.plan.presets import GPUS, PRESET_SGLANG_VERSION, quick_demo_plan
