@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.synthetic import fill
 from db import Store
 from db.rows import ComparisonPointRow
-from domain.results.comparison import build_comparison
+from domain.compare.comparison import build_comparison
 from domain.results.frames import points_frame
 
 REPEATS = 40

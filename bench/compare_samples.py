@@ -25,8 +25,8 @@ from bench.synthetic import fill
 from db import Store
 from db.bootstrap_memo import keep_memos
 from db.connection import transaction
+from domain.compare.comparison import comparison_with_settings
 from domain.core.settings import Settings
-from domain.results.comparison import comparison_with_settings
 from domain.results.frames import points_frame
 from runner.bench_client import MeasuredRequest, write_request_samples
 

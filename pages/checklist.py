@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from domain.compare import comparability
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
-from domain.results import comparability
 from pages.parts.common import current_language
 from pages.parts.selection import comparison, pick
 from pages.parts.verdict_boxes import verdict_boxes

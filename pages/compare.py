@@ -8,7 +8,7 @@ efficiency with its badges, goodput under an SLA, saturation, validity per point
 runs), the Pareto front of interactivity against throughput per GPU with the change between
 two of its points, the estimates, the charts; the downloads.
 
-Every number comes from :mod:`domain.results` and every export from :mod:`domain.slides`
+Every number comes from :mod:`domain.results` and every export from :mod:`domain.render`
 (which put the verdict and what changed first); this page only lays them out.  Charts are
 shown with Vega's own palette (``theme=None``), the one the PNG/SVG/PPTX exports use, so a
 run has one colour everywhere."""
@@ -23,14 +23,15 @@ import pandas as pd
 import streamlit as st
 
 from db.scaling_gap_inputs import explained_gaps
+from domain.compare import comparability
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
 from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
-from domain.results import analysis, comparability, curve, estimate_overlay, validity
-from domain.results.comparison import Comparison
-from domain.slides import charts, deck, one_slide, tables
-from domain.slides.charts import AnyChart, styled
+from domain.render import charts, deck, one_slide, tables
+from domain.render.charts import AnyChart, styled
+from domain.results import analysis, curve, estimate_overlay, validity
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.compare_tables import (
     DEFAULT_KINDS,

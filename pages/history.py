@@ -12,13 +12,13 @@ import streamlit as st
 
 from db import LostRace
 from db.watch_store import HistoryRow, WatchRow, WatchRunRow
+from domain.compare.comparability import condition_label
 from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.flags.issues import format_flag_args
-from domain.results.comparability import condition_label
+from domain.render.regression_report import build_report, history_chart, report_markdown, report_pptx
 from domain.results.watch import WatchThresholds
-from domain.slides.regression_report import build_report, history_chart, report_markdown, report_pptx
 from pages.parts.auth import can, current_actor
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.watch_controls import watch_store

@@ -25,7 +25,7 @@ from domain.plan.plan_io import dump_plan
 from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
-from domain.slides.charts import telemetry_sparklines
+from domain.render.charts import telemetry_sparklines
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     cached_runners,

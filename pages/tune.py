@@ -19,8 +19,8 @@ from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.plan.plan_io import PlanError
-from domain.slides import tune_charts
-from domain.slides.charts import styled
+from domain.render import tune_charts
+from domain.render.charts import styled
 from domain.tune import history
 from domain.tune.study import Study
 from pages.parts.auth import can, current_actor

@@ -165,9 +165,9 @@ def runner_class(settings: Settings) -> type[Runner]:
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
     from db.scaling_gap_inputs import explained_gaps
-    from domain.results.comparison import comparison_with_settings
+    from domain.compare.comparison import comparison_with_settings
+    from domain.render import deck, one_slide, tables
     from domain.results.frames import points_frame
-    from domain.slides import deck, one_slide, tables
 
     store = Store.from_settings(settings)
     store.migrate()

@@ -22,13 +22,13 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from db import Store
+from domain.compare.comparability import config_diff, cross_engine_notes
+from domain.compare.comparison import build_comparison
 from domain.core.i18n import t
 from domain.flags.dialects.vllm import newest_vllm_version
 from domain.flags.knobs import knobs
-from domain.results.comparability import config_diff, cross_engine_notes
-from domain.results.comparison import build_comparison
+from domain.render.tables import comparison_csv, comparison_markdown, md_text
 from domain.results.frames import points_frame
-from domain.slides.tables import comparison_csv, comparison_markdown, md_text
 from tests.conftest import ROOT
 from tests.support.actors import operator
 from tests.support.app_server import (

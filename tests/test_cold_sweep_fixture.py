@@ -20,11 +20,11 @@ import pytest
 
 from db import Store
 from db.imported_runs import ImportResult, import_file
+from domain.compare.comparison import Comparison, build_comparison
 from domain.importer.conditions import ImportConditions
-from domain.results.comparison import Comparison, build_comparison
+from domain.render.tables import comparison_markdown, point_notes
 from domain.results.curve import COLD_EFFICIENCY, SUPER_LINEAR_EFFICIENCY
 from domain.results.frames import points_frame
-from domain.slides.tables import comparison_markdown, point_notes
 from emulator.launch import cold_start_options
 from emulator.step_loop import DEFAULT_COLD_FACTOR, ColdStart
 from tests.conftest import ROOT

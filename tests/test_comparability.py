@@ -10,8 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from domain.core.i18n import catalogue
-from domain.results.comparability import (
+from domain.compare.comparability import (
     CONDITION_NAMES,
     CONDITIONS,
     FAMILIES,
@@ -27,7 +26,8 @@ from domain.results.comparability import (
     state_text,
     summary_line,
 )
-from domain.results.comparison import align_scenarios, build_comparison
+from domain.compare.comparison import align_scenarios, build_comparison
+from domain.core.i18n import catalogue
 from tests.test_analysis import frame, point
 
 

@@ -1,4 +1,4 @@
-"""A comparison's saturation, Pareto and estimate frames (domain/results/comparison.py) are
+"""A comparison's saturation, Pareto and estimate frames (domain/compare/comparison.py) are
 computed when first read and then kept: the compare page's first view reads none of them,
 so building a comparison must not pay for them, and reading one twice must not pay twice.
 On points read from a real DuckDB file; the values are the analyses' own (same call)."""
@@ -12,8 +12,8 @@ import pytest
 
 from bench import synthetic
 from db import Store
+from domain.compare.comparison import build_comparison
 from domain.results import curve, estimate_overlay
-from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame
 from tests.support.calls import counted
 

@@ -27,12 +27,12 @@ from pptx.util import Emu
 from db import Store
 from db.imported_runs import import_file
 from db.scaling_gap_inputs import explained_gaps
+from domain.compare.comparison import Comparison, build_comparison
 from domain.core.i18n import t
 from domain.importer.conditions import ImportConditions
-from domain.results.comparison import Comparison, build_comparison
+from domain.render import deck
 from domain.results.frames import points_frame
 from domain.results.scaling_gap import GAP_COLUMNS, gap_sentences, top_cause
-from domain.slides import deck
 from tests.conftest import ROOT
 from tests.support.actors import operator
 from tests.support.app_server import ARTIFACTS

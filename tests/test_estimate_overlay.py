@@ -23,16 +23,16 @@ import pytest
 from PIL import Image, ImageChops
 
 from db import Store
+from domain.compare.comparison import Comparison, build_comparison
 from domain.core.i18n import t
 from domain.estimate.constants import calibration_for
 from domain.estimate.sizing import GPUS
 from domain.estimate.step_time import BOUNDS
+from domain.render import charts
+from domain.render.deck import chart_png, comparison_chart_png, standard_charts
+from domain.render.tables import comparison_csv, comparison_estimates, comparison_markdown, notes_table, point_notes
 from domain.results import estimate_overlay
-from domain.results.comparison import Comparison, build_comparison
 from domain.results.frames import points_frame
-from domain.slides import charts
-from domain.slides.deck import chart_png, comparison_chart_png, standard_charts
-from domain.slides.tables import comparison_csv, comparison_estimates, comparison_markdown, notes_table, point_notes
 from tests.support.actors import operator
 from tests.support.app_server import ARTIFACTS
 from tests.support.runner_harness import MARK, assert_nothing_left, run_burst, runner_env, small_plan

@@ -27,12 +27,10 @@ from PIL import Image, ImageChops
 from pptx import Presentation
 from pptx.oxml.ns import qn
 
-from domain.results.analysis import wide_table
-from domain.results.comparison import Comparison, build_comparison
-from domain.results.validity import badge_label, badges_by_point
-from domain.slides import charts
-from domain.slides.charts import FONT
-from domain.slides.deck import (
+from domain.compare.comparison import Comparison, build_comparison
+from domain.render import charts
+from domain.render.charts import FONT
+from domain.render.deck import (
     FOOTER_NAME,
     chart_png,
     chart_svg,
@@ -41,7 +39,7 @@ from domain.slides.deck import (
     comparison_deck,
     standard_charts,
 )
-from domain.slides.tables import (
+from domain.render.tables import (
     comparison_csv,
     comparison_markdown,
     comparison_table,
@@ -50,6 +48,8 @@ from domain.slides.tables import (
     table_csv,
     table_markdown,
 )
+from domain.results.analysis import wide_table
+from domain.results.validity import badge_label, badges_by_point
 from tests.test_analysis import frame, point
 
 JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")

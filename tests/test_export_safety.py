@@ -24,11 +24,11 @@ from PIL import Image
 from pptx import Presentation
 from pptx.oxml.ns import qn
 
-from domain.results.comparison import Comparison, build_comparison
-from domain.slides import charts
-from domain.slides.charts import FONT
-from domain.slides.deck import comparison_chart_png, comparison_chart_svg, comparison_deck
-from domain.slides.tables import (
+from domain.compare.comparison import Comparison, build_comparison
+from domain.render import charts
+from domain.render.charts import FONT
+from domain.render.deck import comparison_chart_png, comparison_chart_svg, comparison_deck
+from domain.render.tables import (
     FORMULA_TRIGGERS,
     comment_line,
     comparison_csv,

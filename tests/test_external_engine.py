@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from db import RunnerCapabilities, Store
+from domain.compare.comparison import build_comparison
 from domain.core.settings import PROJECT_ROOT, ExternalEndpoint, Settings
 from domain.core.states import FailureKind
 from domain.flags.schema import SCHEMA_DIR, newest_version
 from domain.plan.checks import check_plan
 from domain.plan.plan_io import PlanError, plan_from_mapping
 from domain.plan.run_plan import RunPlan
-from domain.results.comparison import build_comparison
 from domain.results.frames import points_frame
 from emulator.testing import free_port, running_emulator
 from runner import external, server_process

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.results.comparison import Comparison, build_comparison
-from domain.slides import tables
+from domain.compare.comparison import Comparison, build_comparison
+from domain.render import tables
 from tests.test_analysis import frame, point
 
 ROWS = (point(1, server_args={"max-running-requests": 64}), point(2, server_args={"max-running-requests": 128}))

@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from db import DuplicateImport, Store
 from db.imported_runs import import_file
+from domain.compare.comparability import comparability_matrix, comparability_summary
 from domain.importer.conditions import ImportConditions
-from domain.results.comparability import comparability_matrix, comparability_summary
 from domain.results.frames import points_frame
 from tests.conftest import ROOT
 from tests.support.actors import admin, operator

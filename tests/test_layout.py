@@ -70,8 +70,8 @@ RULES = (
     Rule("runner/sglang_side/ (run by the SGLang interpreter) imports nothing of benchdeck",
          ("runner/sglang_side/",), BENCHDECK),
     # Every file ('' prefixes all); tests open the exports they check with these libraries.
-    Rule("only domain/slides/ imports altair, vl-convert and python-pptx", ("",),
-         frozenset(CHART_AND_SLIDE_LIBRARIES), exempt=("domain/slides/", "tests/")),
+    Rule("only domain/render/ imports altair, vl-convert and python-pptx", ("",),
+         frozenset(CHART_AND_SLIDE_LIBRARIES), exempt=("domain/render/", "tests/")),
 )
 
 

@@ -1,4 +1,4 @@
-"""The one-slide export (domain/slides/one_slide.py), opened with python-pptx: one 16:9
+"""The one-slide export (domain/render/one_slide.py), opened with python-pptx: one 16:9
 slide whose title is the headline, and no text that overflows its box, in either language,
 for two runs and for nine with long, Japanese and emoji names."""
 
@@ -11,8 +11,8 @@ import pytest
 from pptx import Presentation
 from pptx.util import Emu
 
-from domain.results.comparison import Comparison, build_comparison
-from domain.slides import one_slide, text_fit
+from domain.compare.comparison import Comparison, build_comparison
+from domain.render import one_slide, text_fit
 from tests.test_analysis import frame, point
 
 REF = "benchdeck-compare-1-2-deck.pptx · /compare?baseline=1&runs=2"
@@ -115,7 +115,7 @@ def test_runs_left_out_are_named_in_the_caveat(slide: tuple[Comparison, Any]) ->
 def test_markdown_stays_readable_at_nine_runs() -> None:
     """One table per metric, runs as columns: at nine runs no table is wider than its
     scenario, concurrency and nine run columns."""
-    from domain.slides.tables import comparison_markdown
+    from domain.render.tables import comparison_markdown
 
     c = build_comparison(runs_frame(9), 1, list(range(2, 10)), "en")
     text = comparison_markdown(c)

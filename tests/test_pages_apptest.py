@@ -308,7 +308,7 @@ def test_a_linked_comparison_warmed_by_the_server_is_the_one_the_pages_use(
     checklist) with a link's query when the page's HTML is asked for: the pages' first run
     then computes nothing anew, neither the analysis nor the compare page's first tables,
     and a link they read otherwise (another language) is computed by the page as before."""
-    from domain.results import comparability
+    from domain.compare import comparability
     from pages.parts import compare_tables, selection
     from tests.test_browser_compare_views import cold_first_copy
     from tools.make_import_fixtures import ensure_fixtures

@@ -12,7 +12,7 @@ from typing import cast
 
 import pytest
 
-from domain.results.comparison import Comparison
+from domain.compare.comparison import Comparison
 from pages.parts.selection import derived
 
 

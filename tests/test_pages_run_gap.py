@@ -69,7 +69,7 @@ def test_why_not_n_is_said_once_on_the_page_and_kept_in_the_export(app_env: Path
     scenarios only (it said the title a second time).  The exported chart keeps the title."""
     import json
 
-    from domain.slides.charts import scaling_gap_chart
+    from domain.render.charts import scaling_gap_chart
 
     store = Store(app_env)
     synthetic.fill(store, runs=1, points_per_run=8)

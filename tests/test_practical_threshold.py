@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from domain.compare.comparison import Comparison, build_comparison
 from domain.core.i18n import LANGUAGES, t
 from domain.core.settings import Settings
+from domain.render import deck, tables
 from domain.results import analysis, difference
-from domain.results.comparison import Comparison, build_comparison
-from domain.slides import deck, tables
 from pages.parts.compare_tables import VERDICT_STYLE, metric_table
 from tests.test_analysis import cell, frame, point
 
@@ -114,7 +114,7 @@ def test_the_one_slide_colours_only_the_delta_beyond_the_threshold(comparison: C
 
     from pptx import Presentation
 
-    from domain.slides import one_slide
+    from domain.render import one_slide
 
     slide = Presentation(io.BytesIO(one_slide.one_slide(comparison, "report", ("output_tok_s",)))).slides[0]
     table = next(shape for shape in slide.shapes if shape.name == "benchdeck-table").table

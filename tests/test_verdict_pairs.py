@@ -24,11 +24,11 @@ import pytest
 
 from db import RunnerCapabilities, Store
 from db.imported_runs import import_file
+from domain.compare.comparison import Comparison, build_comparison
 from domain.core.states import AttemptStatus
 from domain.importer.conditions import ImportConditions
 from domain.plan.run_plan import point_conditions
 from domain.results.bench_record import METRIC_COLUMNS
-from domain.results.comparison import Comparison, build_comparison
 from domain.results.frames import points_frame
 from tests.conftest import ROOT
 from tests.plans import minimal_plan

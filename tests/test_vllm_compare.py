@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from domain.compare.comparability import comparability_matrix, comparability_summary, config_diff, cross_engine_notes
 from domain.core.i18n import catalogue
-from domain.results.comparability import comparability_matrix, comparability_summary, config_diff, cross_engine_notes
 from tests.test_analysis import frame, point
 
 SGLANG = {"max-running-requests": 16, "mem-fraction-static": 0.85, "chunked-prefill-size": 4096,

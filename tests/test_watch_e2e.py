@@ -25,7 +25,7 @@ import pytest
 from db import Store
 from db.watch_store import WatchStore
 from domain.plan.run_plan import RunPlan
-from domain.slides.regression_report import build_report, report_markdown, report_pptx
+from domain.render.regression_report import build_report, report_markdown, report_pptx
 from tests.support.actors import operator
 from tests.support.runner_harness import assert_nothing_left, run_burst, runner_env, small_plan, start_runner
 

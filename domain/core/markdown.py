@@ -1,6 +1,6 @@
 """Text made literal for Markdown: the one escaper of every page and export.
 
-Kept apart from ``domain/slides/tables.py`` (which re-exports it) so that a page which only
+Kept apart from ``domain/render/tables.py`` (which re-exports it) so that a page which only
 needs to show a user's text safely does not import the comparison and curve-fitting code
 behind the tables (SciPy's optimiser alone is 0.4 s of a cold page's first run)."""
 

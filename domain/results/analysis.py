@@ -3,7 +3,7 @@ noise estimate from the data, saturation, scaling efficiency and the Pareto fron
 (validity badges are in :mod:`domain.results.validity`).
 
 Everything is a pure function of the points frame (one row per measured point and repeat;
-see :mod:`domain.results.comparability` for the identity columns) and, where the runner
+see :mod:`domain.compare.comparability` for the identity columns) and, where the runner
 kept them, the per-request samples of each point (:mod:`domain.results.requests`, keyed by
 the frame's ``point_id``).  A single repeat is passed through unchanged, so tables and
 exports carry the stored numbers exactly.

@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from domain.compare import comparability
 from domain.core.i18n import t
 from domain.flags.risk import risk_layers
-from domain.results import comparability
 
 
 def headline_lines(flag_diff: pd.DataFrame, checklist: pd.DataFrame, baseline_run_id: int, lang: str) -> list[str]:

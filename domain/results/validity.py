@@ -6,7 +6,7 @@ cold first point, super-linear efficiency).
 
 Pure functions of the points frame (see :mod:`domain.results.analysis` for its shape and
 :mod:`domain.results.frames` for where its columns come from); the compare page shows them
-per point and :func:`domain.results.comparison.build_comparison` carries them.  Each badge
+per point and :func:`domain.compare.comparison.build_comparison` carries them.  Each badge
 has a label (``compare.badge.<name>``) and a one-sentence explanation
 (``badge.explain.<name>``, :func:`badge_explanation`) in both languages.
 

@@ -16,7 +16,7 @@ For one watched point (scenario, concurrency) and one metric:
   direction ``regression`` (slower) or ``improvement`` (faster).  A confirmed shift becomes
   the new level: the baseline then starts from the two measurements that confirmed it.
   A suspicious measurement never joins the baseline on its own;
-* a **series** holds only comparable measurements (domain/results/comparability.py): a
+* a **series** holds only comparable measurements (domain/compare/comparability.py): a
   re-run whose conditions differ from the previous one's beyond what a version change is
   expected to change (the engine version, the bench client's version that ships with it,
   the translated flags) starts a new series, and the differing conditions say why.
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from domain.results.comparability import (
+from domain.compare.comparability import (
     MISSING_TEXT,
     POINTS_CONDITION,
     comparability_matrix,

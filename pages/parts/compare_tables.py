@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
+from domain.render import tables
 from domain.results import analysis
-from domain.results.comparison import Comparison
-from domain.slides import tables
 from pages.parts.selection import derived, warm_comparison
 
 Point = tuple[Any, Any, Any]  # (run_id, scenario, concurrency)

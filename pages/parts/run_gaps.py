@@ -15,8 +15,8 @@ import streamlit as st
 from db.scaling_gap_inputs import explained_run
 from domain.core.i18n import t
 from domain.core.markdown import md_text
+from domain.render.charts import AnyChart, scaling_gap_chart
 from domain.results.scaling_gap import gap_sentences
-from domain.slides.charts import AnyChart, scaling_gap_chart
 from pages.parts.common import language_of_link, store
 from pages.parts.run_charts import picture, points_chart_data, points_picture
 

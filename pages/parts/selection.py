@@ -26,11 +26,11 @@ from db.bootstrap_memo import keep_memos
 from db.rows import PickerChoiceRow, PickerRunRow
 from db.sample_files import SampleFiles
 from db.store import PickerFilters
+from domain.compare import comparability
+from domain.compare.comparability import condition_label
+from domain.compare.comparison import Comparison, align_scenarios, comparison_with_settings
 from domain.core.i18n import t
 from domain.core.settings import get_settings
-from domain.results import comparability
-from domain.results.comparability import condition_label
-from domain.results.comparison import Comparison, align_scenarios, comparison_with_settings
 from domain.results.frames import points_frame
 from domain.results.requests import BootstrapMemo
 from pages.parts.common import QUERY_TTL_S, db_guard, language_of_link, source_label, store

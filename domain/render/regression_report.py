@@ -21,11 +21,11 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from domain.compare.comparability import display
 from domain.core.i18n import t
 from domain.flags.schema import SchemaError, load_schema
-from domain.results.comparability import display
-from domain.slides.deck import deck_pptx
-from domain.slides.tables import format_number
+from domain.render.deck import deck_pptx
+from domain.render.tables import format_number
 
 # Start-up facts that describe one launch, not the configuration: never a "difference".
 _PER_LAUNCH = frozenset({"seconds_to_ready", "host", "launch_idx", "argv", "status", "roles", "topology",

@@ -8,7 +8,7 @@ editable chart (output tok/s against concurrency); at the foot a two-line caveat
 reference to the full report (the deck, CSV and Markdown, and the compare page).
 
 Every text is set at a size at which it fits its box, measured with the slide's own font
-(:mod:`domain.slides.text_fit`); what does not fit legibly (more runs or metrics than
+(:mod:`domain.render.text_fit`); what does not fit legibly (more runs or metrics than
 :data:`MAX_RUNS` / :data:`MAX_ROWS`) is left to the full report, and the caveat says so.
 """
 
@@ -25,12 +25,12 @@ from pptx.dml.color import RGBColor
 from pptx.enum.text import MSO_ANCHOR, MSO_AUTO_SIZE
 from pptx.util import Emu, Inches, Pt
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
+from domain.render import text_fit
+from domain.render.deck import SLIDE_H, SLIDE_W, draw_native_chart, set_run_font, throughput_chart
+from domain.render.tables import format_number
 from domain.results import analysis, difference
-from domain.results.comparison import Comparison
-from domain.slides import text_fit
-from domain.slides.deck import SLIDE_H, SLIDE_W, draw_native_chart, set_run_font, throughput_chart
-from domain.slides.tables import format_number
 
 DEFAULT_METRICS = ("output_tok_s", "ttft_p50", "tpot_p50")
 MAX_RUNS = 5  # the baseline and four runs: more columns would not be legible from the back of a room

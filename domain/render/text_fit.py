@@ -1,5 +1,5 @@
 """How much room a line of slide text takes, measured with the font the slides name
-(:data:`domain.slides.charts.FONT`, Noto Sans CJK, the file Debian's ``fonts-noto-cjk``
+(:data:`domain.render.charts.FONT`, Noto Sans CJK, the file Debian's ``fonts-noto-cjk``
 installs), so the one-slide export can pick a size at which every box holds its text.
 
 Where the font file is missing, a conservative estimate stands in: a Latin character

@@ -1,6 +1,6 @@
 """Table exports of a comparison: CSV and Markdown.  Each opens with what changed (the
 verdict of every compared run and the changed flags and conditions, :func:`export_head`)
-and closes with the caveat footer of :func:`domain.results.caveat.caveat_lines`.
+and closes with the caveat footer of :func:`domain.compare.caveat.caveat_lines`.
 
 * CSV keeps every number exactly as the frame holds it (pandas writes the shortest repr
   that round-trips).  The head lines come before the table and the caveat after it (after
@@ -28,10 +28,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import NEWLINES, md_text
 from domain.results import analysis, estimate_overlay, validity
-from domain.results.comparison import Comparison
 
 CSV_ENCODING = "utf-8-sig"
 CAVEAT_PREFIX = "# "
@@ -110,7 +110,7 @@ def point_notes(c: Comparison) -> pd.DataFrame:
 
 
 def comparison_estimates(c: Comparison) -> pd.DataFrame:
-    """The estimates :func:`domain.results.comparison.build_comparison` computed once for the
+    """The estimates :func:`domain.compare.comparison.build_comparison` computed once for the
     comparison (``Comparison.estimates``): the page, the tables and the deck share them."""
     return c.estimates
 

@@ -3,7 +3,7 @@ importance, and a parallel-coordinates view of the trials' levers.
 
 Each builder takes :func:`domain.tune.history.trials_frame` (or the importances of
 :func:`domain.tune.history.param_importance`) and the UI language and returns an
-unconfigured chart; the page calls :func:`domain.slides.charts.styled` on it.  Every
+unconfigured chart; the page calls :func:`domain.render.charts.styled` on it.  Every
 value drawn is a trial's score as domain/tune/score.py computed it from the trial's
 measured points; the subtitle says which objective and how.
 """
@@ -17,7 +17,7 @@ import altair as alt
 import pandas as pd
 
 from domain.core.i18n import t
-from domain.slides.charts import FONT, PANEL_HEIGHT, AnyChart
+from domain.render.charts import FONT, PANEL_HEIGHT, AnyChart
 
 WIDE = 720
 FEASIBLE_COLOUR = "#1f77b4"

@@ -6,8 +6,8 @@ server flags that differ, with each flag's layer and risk, and the conditions un
 for the first lines of every export.
 
 It lives beside the comparison rather than with the exports because
-:func:`domain.results.comparison.build_comparison` computes it once for the page, the
-tables (:mod:`domain.slides.tables`) and the deck (:mod:`domain.slides.deck`).
+:func:`domain.compare.comparison.build_comparison` computes it once for the page, the
+tables (:mod:`domain.render.tables`) and the deck (:mod:`domain.render.deck`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
+from domain.compare import comparability
 from domain.core.i18n import t
 from domain.flags.risk import risk_layers
-from domain.results import analysis, comparability, difference
+from domain.results import analysis, difference
 
 
 def caveat_lines(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str,

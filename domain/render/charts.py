@@ -31,7 +31,7 @@ from domain.results.analysis import POINT, metric_label, run_label
 from domain.results.scaling_gap import CAUSES
 
 FONT = "Noto Sans CJK JP"
-# The run page's pictures (domain/slides/deck.py ``page_svg``) are SVG whose text the viewer's
+# The run page's pictures (domain/render/deck.py ``page_svg``) are SVG whose text the viewer's
 # browser draws with its own fonts; vl-convert only measures it, to lay the chart out.  It
 # measures each text by outlining its glyphs, which in FONT (a CFF face in a 19 MB
 # collection) took most of a picture's time: 0.14 s for a run's points and 0.21 s for its
@@ -425,7 +425,7 @@ def _with_run_names(scaling: pd.DataFrame, summary: pd.DataFrame | None) -> pd.D
 
 
 # -- the run page's live charts ------------------------------------------------------------------
-# Built here, not in pages/run.py, so that domain/slides/ stays the one place importing altair.
+# Built here, not in pages/run.py, so that domain/render/ stays the one place importing altair.
 
 
 def run_points_chart(points: pd.DataFrame) -> alt.FacetChart:

@@ -1,6 +1,6 @@
 """One comparison: a baseline and runs in one language, with every frame the compare page,
-``runner export`` and the exports (:mod:`domain.slides.tables`, :mod:`domain.slides.deck`)
-read from it.  Numbers and text only; the charts are built from it in :mod:`domain.slides`.
+``runner export`` and the exports (:mod:`domain.render.tables`, :mod:`domain.render.deck`)
+read from it.  Numbers and text only; the charts are built from it in :mod:`domain.render`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from functools import cached_property
 
 import pandas as pd
 
+from domain.compare import comparability
+from domain.compare.caveat import caveat_lines, changed_lines
 from domain.core.settings import Settings
-from domain.results import analysis, comparability, curve, difference, estimate_overlay, validity
-from domain.results.caveat import caveat_lines, changed_lines
+from domain.results import analysis, curve, difference, estimate_overlay, validity
 from domain.results.headline import headline_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 

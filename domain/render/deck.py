@@ -1,14 +1,14 @@
 """Chart images and the deck of a comparison: charts as PNG and SVG (vl-convert, no
 browser), the standard slide set, and a one-click PPTX built from those.
 
-Every image and slide carries the caveat footer of :func:`domain.results.caveat.caveat_lines`
+Every image and slide carries the caveat footer of :func:`domain.compare.caveat.caveat_lines`
 (the comparison holds it as ``caveat``); the images made by :func:`comparison_chart_png` /
 :func:`comparison_chart_svg` and the deck's first slide also say what changed
-(:func:`domain.slides.tables.export_head`).  Beside the chart pictures the deck carries
+(:func:`domain.render.tables.export_head`).  Beside the chart pictures the deck carries
 native PowerPoint charts (throughput against concurrency, the Pareto of interactivity
 against throughput per GPU) that a teammate can restyle; their embedded workbooks are
 written with formulas off, so a run name such as ``=HYPERLINK(…)`` stays text.  The CSV
-and Markdown tables are in :mod:`domain.slides.tables`.
+and Markdown tables are in :mod:`domain.render.tables`.
 """
 
 from __future__ import annotations
@@ -34,13 +34,11 @@ from pptx.text.text import _Run
 from pptx.util import Emu, Inches, Pt
 from xlsxwriter import Workbook
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
-from domain.results import analysis, curve
-from domain.results.comparison import Comparison
-from domain.results.scaling_gap import gap_sentences
-from domain.slides import charts
-from domain.slides.charts import FONT, PAGE_FONT, AnyChart
-from domain.slides.tables import (
+from domain.render import charts
+from domain.render.charts import FONT, PAGE_FONT, AnyChart
+from domain.render.tables import (
     comparison_estimates,
     export_head,
     flat_table,
@@ -48,6 +46,8 @@ from domain.slides.tables import (
     marked_label,
     run_label_of,
 )
+from domain.results import analysis, curve
+from domain.results.scaling_gap import gap_sentences
 
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
 
@@ -124,7 +124,7 @@ CHART_METRICS = ("output_tok_s", "qps", "ttft_p50", "ttft_p99", "tpot_p50", "e2e
 def standard_charts(c: Comparison) -> list[tuple[str, AnyChart]]:
     """The slide set: metrics, Pareto, tail latency, GPU, scaling — (title, chart).  The
     metric and latency charts carry each run's estimate, dashed, where it has one
-    (:func:`domain.slides.tables.comparison_estimates`)."""
+    (:func:`domain.render.tables.comparison_estimates`)."""
     lang = c.lang
     estimates = comparison_estimates(c)
     return [
