@@ -3,10 +3,11 @@
 DuckDB lets one process hold a read-write handle *or* many hold read-only ones, never
 both, and it has no busy timeout: a second process fails at once with "Could not set
 lock on file".  The app and the runner are separate processes, so every access here is
-short — take one cross-process file lock, open, do, close — and nobody keeps a
-connection while waiting on anything else.  A lock wait past ``lock_timeout_s`` raises
-``DbBusy``, the only error the UI turns into "busy, retrying"; anything else surfaces as
-itself.
+short — under one cross-process file lock, on a connection nobody keeps while waiting on
+anything else — and its plain form is open, do, close (the two forms below keep the
+connection).  A lock wait past ``lock_timeout_s`` raises ``DbBusy``, the only error the
+UI turns into "busy, retrying" (``DbHolderNotAnswering``, a ``DbBusy``: the runner that
+holds the file answers nothing); anything else surfaces as itself.
 
 **Keeping the connection between accesses** (opt-in per process: ``keep_open(idle_s)``;
 the app and the runner call it).  Opening and closing DuckDB costs tens of milliseconds,
@@ -52,7 +53,6 @@ import atexit
 import functools
 import os
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,6 +78,12 @@ _WATCH_S = 0.005
 
 class DbBusy(RuntimeError):
     """The database stayed locked by another process for longer than the lock timeout."""
+
+
+class DbHolderNotAnswering(DbBusy):
+    """The process that holds the file and serves it (the runner daemon) took our access but
+    answers nothing: it is stopped or frozen.  The UI says so; the next access finds out
+    whether it is back."""
 
 
 class DbUnusable(RuntimeError):
@@ -112,8 +118,8 @@ def _someone_waiting(db_path: Path) -> bool:
 
 def _acquire(
     lock: filelock.FileLock, timeout_s: float, *, marker: Path, writer: bool, waiting: Path | None = None,
-    join: Callable[[], socket.socket | None] | None = None,
-) -> socket.socket | None:
+    join: Callable[[], serving.RemoteCursor | None] | None = None,
+) -> serving.RemoteCursor | None:
     """Poll the lock with jitter until ``timeout_s``; None once we hold it.  The file lock
     is not fair: readers polling in a loop can starve a writer.  So a waiting writer keeps a
     marker file fresh, and readers let a fresh marker's writer go first (within their own
@@ -124,7 +130,7 @@ def _acquire(
     go, and starve the others.
 
     ``join``: tried before each poll, an access at a serving holder (``db/serving.py``);
-    its socket is returned as soon as one is given, without the lock: a holder that starts
+    its cursor is returned as soon as one is given, without the lock: a holder that starts
     serving while we wait serves us, instead of letting go for us
     (``_Holder.someone_waiting``).  The marks are shared by every waiter: we remove them
     only if we made them (a client served at once has not; the marks are then another
@@ -250,10 +256,11 @@ class _Holder:
             self.waiter_since = now
         return self.server is None or now - self.waiter_since >= _SERVED_WAITER_GRACE_S
 
-    def serve(self) -> None:
-        """Start serving others on the connection just opened (the caller has ``mutex``)."""
+    def serve(self, idle_s: float) -> None:
+        """Start serving others on the connection just opened (the caller has ``mutex``);
+        a client silent for ``idle_s`` inside its access loses it (db/serving.py)."""
         server = serving.Server(self.db_path, self.mutex, lambda: self._served_connection(server),
-                                self._after_served_access, touched=self._after_served_read)
+                                self._after_served_access, touched=self._after_served_read, idle_s=idle_s)
         if server.start():
             self.server = server
             self.waiter_since = None  # a waiter's grace counts from when we serve
@@ -366,18 +373,24 @@ def release_kept() -> None:
 
 @contextmanager
 def connect(
-    db_path: Path, *, lock_timeout_s: float, read_only: bool = False, writer: bool = False, reading: bool = False
+    db_path: Path, *, lock_timeout_s: float, read_only: bool = False, writer: bool = False, reading: bool = False,
+    urgent: bool = False,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection for the ``with`` block, under the cross-process lock (kept
     afterwards if ``keep_open`` is on, see the module's docstring).  ``writer=True``
     (transactions) gets precedence over readers waiting at the same time.  ``reading``:
     the block only reads; a serving holder runs it beside its own accesses, in one
-    read-only snapshot (db/serving.py), and a write in it fails."""
+    read-only snapshot (db/serving.py), and a write in it fails.  ``urgent`` (a lease's
+    heartbeat), and any ``reading`` access: in a serving holder whose turn a client's
+    access holds, the block runs beside it on a cursor of its own instead of waiting
+    (``_beside_a_client``)."""
     db_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
     holder = _holder_for(db_path)
-    if not holder.mutex.acquire(timeout=lock_timeout_s):
-        raise DbBusy(f"database busy for {lock_timeout_s:.1f}s (another access of this process)")
+    beside = _take_turn(holder, deadline, lock_timeout_s, may_go_beside=urgent or reading)
+    if beside is not None:
+        yield from _use_beside(holder, beside, reading=reading)
+        return
     try:
         if holder.con is not None and (read_only or holder.someone_waiting()):
             holder.let_go()  # a waiting process goes first; a read-only open needs its own handle
@@ -398,10 +411,53 @@ def connect(
                 holder.lock.release()
                 raise
             if _serve and not read_only:
-                holder.serve()
+                holder.serve(lock_timeout_s)
         yield from _use(holder, holder.con, keep=_keep_idle_s > 0 and not read_only)
     finally:
         holder.mutex.release()
+
+
+# How often an access that may go beside a client looks whether a client holds the turn.
+_BESIDE_POLL_S = 0.005
+
+
+def _take_turn(holder: _Holder, deadline: float, timeout_s: float, *, may_go_beside: bool) -> serving.Server | None:
+    """Take this process's turn (``holder.mutex``) before ``deadline``: None once we have
+    it.  ``may_go_beside``: or the serving holder whose turn a client's access holds, once
+    counted as running beside it (``Server.enter_beside``): a stopped client holds the turn
+    until the server's deadline, and a heartbeat must not wait that long."""
+    while True:
+        remaining = max(0.0, deadline - time.monotonic())
+        if holder.mutex.acquire(timeout=min(remaining, _BESIDE_POLL_S) if may_go_beside else remaining):
+            return None
+        server = holder.server
+        if may_go_beside and server is not None and server.client_has_turn and server.enter_beside():
+            return server
+        if time.monotonic() >= deadline:
+            raise DbBusy(f"database busy for {timeout_s:.1f}s (another access of this process)")
+
+
+def _use_beside(holder: _Holder, server: serving.Server, *, reading: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One access beside a client's, on a cursor of the holder's connection (which stays
+    open until we leave: ``Server.stop`` waits).  DuckDB keeps the two transactions apart;
+    should both change one row, the later one fails with DuckDB's conflict error, and the
+    caller tries again (a heartbeat, at its next beat).  A read runs in one read-only
+    snapshot, as a served read does."""
+    try:
+        con = server.connection()
+        if con is None:  # the server stopped between our look and our entry
+            raise DbBusy("database busy (its holder was letting go)")
+        cursor = con.cursor()
+        try:
+            if reading:
+                cursor.execute("BEGIN TRANSACTION READ ONLY")
+            yield cursor
+        finally:
+            if reading:
+                cursor.execute("ROLLBACK")
+            cursor.close()
+    finally:
+        server.leave_beside()
 
 
 def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -421,25 +477,29 @@ def _use(holder: _Holder, con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iter
             holder.keep()
 
 
-def _join_server(db_path: Path, deadline: float, *, reading: bool) -> socket.socket | None:
+def _join_server(db_path: Path, deadline: float, *, reading: bool) -> serving.RemoteCursor | None:
     try:
         return serving.join(db_path, timeout_s=max(0.0, deadline - time.monotonic()), reading=reading)
     except serving.ServerBusy as exc:
         raise DbBusy(str(exc)) from None
+    except serving.HolderNotAnswering as exc:
+        raise DbHolderNotAnswering(str(exc)) from None
 
 
-def _use_remote(sock: socket.socket) -> Iterator[serving.RemoteCursor]:
+def _use_remote(cursor: serving.RemoteCursor) -> Iterator[serving.RemoteCursor]:
     """One access run by the serving holder (db/serving.py); it ends with the block.  A
     holder lost mid-access is ``DbBusy`` to the caller: the UI says "busy" and tries again,
     and the next access takes the file itself.  The block is not replayed here: a change
     whose commit went unanswered may have landed, and the Store's writes are guarded or
     keyed so that the caller's retry finds that out (a lost race, the same queued run)."""
     try:
-        yield serving.RemoteCursor(sock)
+        yield cursor
+    except serving.HolderNotAnswering as exc:
+        raise DbHolderNotAnswering(str(exc)) from exc
     except serving.ServerLost as exc:
         raise DbBusy(str(exc)) from exc
     finally:
-        serving.end(sock)
+        serving.end(cursor)
 
 
 def _open(db_path: Path, *, lock_timeout_s: float, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -456,9 +516,10 @@ def _open(db_path: Path, *, lock_timeout_s: float, read_only: bool) -> duckdb.Du
 
 
 @contextmanager
-def transaction(db_path: Path, *, lock_timeout_s: float) -> Iterator[duckdb.DuckDBPyConnection]:
-    """One short read-write transaction: committed at the end, rolled back on any error."""
-    with connect(db_path, lock_timeout_s=lock_timeout_s, writer=True) as con:
+def transaction(db_path: Path, *, lock_timeout_s: float, urgent: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One short read-write transaction: committed at the end, rolled back on any error.
+    ``urgent``: see ``connect``."""
+    with connect(db_path, lock_timeout_s=lock_timeout_s, writer=True, urgent=urgent) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con

@@ -27,9 +27,27 @@ What stays true (``db/connection.py`` keeps the rest):
   a server that has just let go, takes the lock itself as before (trying the socket again
   between its polls of the lock: db/connection.py ``_acquire``).
 - Only a peer of the same user is spoken to, on either side (``SO_PEERCRED``): messages
-  are pickles, so each side only trusts a process that could write the file anyway.  The
-  address is in Linux's abstract namespace (no file to leave behind or to collide on),
-  derived from the DB file's resolved path.
+  are pickles, so each side only trusts a process that could write the file anyway, and
+  even then rebuilds only the types the protocol sends (``db/wire.py``).  The address is
+  in Linux's abstract namespace (no file to leave behind or to collide on), derived from
+  the DB file's resolved path.
+
+What bounds it:
+
+- A server-side deadline (``Server.idle_s``, the holder's lock timeout): a client that
+  sends nothing for that long inside its access (stopped, hung) loses it; its open
+  transaction is rolled back and the turn freed, so the holder's own writes wait at most
+  that long behind it.
+- The holder's urgent accesses (a lease's heartbeat) and its reads do not wait for a
+  client's turn at all: they run beside it on a cursor of their own
+  (``Server.client_has_turn``, ``enter_beside``; db/connection.py ``_take_turn``).
+- A frame the protocol does not send (empty, torn, a refused type, a wrong shape) is
+  answered with an error and ends that access only.
+- A live holder answers a request at once ("ok", or "wait" for the turn); a client that
+  hears nothing for ``ANSWER_S``, or finds the holder stopped (``/proc/<pid>/stat``)
+  while it waits, raises ``HolderNotAnswering`` (the app's "database busy (runner not
+  answering)") instead of waiting its whole lock timeout, and its next access finds the
+  holder again once it resumes.
 """
 
 from __future__ import annotations
@@ -40,17 +58,24 @@ import pickle
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from db import wire
+
 _ADDRESS_PREFIX = b"\0benchdeck-db-"
-_LENGTH = struct.Struct("!I")
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-# What a broken or garbled connection raises (ConnectionError is an OSError).
-_WIRE_ERRORS = (OSError, pickle.UnpicklingError, struct.error)
+# What a broken or garbled connection raises (ConnectionError and TimeoutError are OSErrors).
+_WIRE_ERRORS = (OSError, wire.BadFrame, struct.error)
+# A live holder answers a request at once ("ok", or "wait" for its turn): one that stays
+# silent this long is frozen (stopped, or starved of every CPU), and the client says so
+# instead of waiting its whole lock timeout.  Also how often a client waiting for an answer
+# looks whether the holder was stopped.
+ANSWER_S = 2.0
 # A client gives up on a server that took the connection but did not answer "begin"
 # within its lock timeout plus this (a stopped or dying holder).
 _ANSWER_GRACE_S = 1.0
@@ -65,34 +90,29 @@ class ServerLost(ConnectionError):
     to us broke): whether the access's last statement took effect is not known."""
 
 
+class HolderNotAnswering(ServerLost):
+    """The serving holder took the connection but does not answer: it is stopped (SIGSTOP,
+    a debugger) or frozen.  It still holds the file, so nobody else can have it meanwhile."""
+
+
 def address_for(db_path: Path) -> bytes:
     digest = hashlib.sha256(str(db_path.resolve()).encode()).hexdigest()[:40]
     return _ADDRESS_PREFIX + digest.encode()
 
 
-def _peer_is_same_user(sock: socket.socket) -> bool:
-    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-    return uid == os.getuid()
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The connected peer's process id and user id (``SO_PEERCRED``)."""
+    pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return pid, uid
 
 
-def _send(sock: socket.socket, message: object) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_LENGTH.pack(len(data)) + data)
-
-
-def _receive_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(min(size - len(chunks), 1 << 20))
-        if not chunk:
-            raise ConnectionError("the other side closed the connection")
-        chunks += chunk
-    return bytes(chunks)
-
-
-def _receive(sock: socket.socket) -> Any:
-    (size,) = _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size))
-    return pickle.loads(_receive_exactly(sock, size))  # noqa: S301 - a same-user peer only (SO_PEERCRED)
+def _is_stopped_or_gone(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T or t in ``/proc/<pid>/stat``) or gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "tTZX"  # the state follows the command's closing parenthesis
 
 
 def _portable_description(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]] | None:
@@ -104,9 +124,9 @@ def _portable_description(cursor: duckdb.DuckDBPyConnection) -> list[tuple[Any, 
 
 def _portable_error(exc: Exception) -> Exception:
     try:
-        pickle.loads(pickle.dumps(exc))  # noqa: S301 - our own bytes
+        wire.loads(pickle.dumps(exc))  # as the client will read it
         return exc
-    except Exception:  # an exception that does not survive pickling arrives as its text
+    except Exception:  # an exception that does not survive the trip arrives as its text
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
@@ -115,18 +135,26 @@ class Server:
     own once it has the holder's turn (``mutex``).  ``connection()`` gives the holder's
     connection, or None once it no longer serves; ``done(broken)`` runs after each access,
     still in the turn (``broken``: DuckDB failed in a way that may have spoilt the
-    connection, so the holder should close it)."""
+    connection, so the holder should close it).
+
+    ``idle_s`` is the server's deadline: a client that sends nothing for that long (it was
+    stopped, or hangs) has its access ended, its open transaction rolled back, and the turn
+    freed.  ``client_has_turn`` says whether a client's access holds the turn now, so that
+    the holder's own urgent accesses go beside it (:meth:`enter_beside`)."""
 
     def __init__(self, db_path: Path, mutex: threading.Lock,
                  connection: Callable[[], duckdb.DuckDBPyConnection | None],
-                 done: Callable[[bool], None], touched: Callable[[], None] = lambda: None) -> None:
+                 done: Callable[[bool], None], touched: Callable[[], None] = lambda: None,
+                 *, idle_s: float = 10.0) -> None:
         self.address = address_for(db_path)
         self.mutex = mutex
         self.connection = connection
         self.done = done
         self.touched = touched  # after a read that went well: the holder's connection was used
+        self.idle_s = idle_s
+        self.client_has_turn = False
         self._listener: socket.socket | None = None
-        self._reads = _Reads()
+        self._beside = _Beside()
 
     def start(self) -> bool:
         """Listen; False if the address is taken (another process serves this file)."""
@@ -143,7 +171,8 @@ class Server:
 
     def stop(self) -> None:
         """Stop taking clients (those already queued for the turn are told to go), and
-        return once no read runs on the holder's connection: the holder closes it next."""
+        return once nothing runs beside the turn on the holder's connection (reads, urgent
+        accesses): the holder closes it next."""
         listener, self._listener = self._listener, None
         if listener is not None:
             try:
@@ -151,7 +180,15 @@ class Server:
             except OSError:
                 pass
             listener.close()
-        self._reads.close_and_wait()
+        self._beside.close_and_wait()
+
+    def enter_beside(self) -> bool:
+        """Count an access of the holder's own that runs beside the turn (the holder keeps
+        its connection open until it leaves); False once the server stops."""
+        return self._beside.enter()
+
+    def leave_beside(self) -> None:
+        self._beside.leave()
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -163,35 +200,47 @@ class Server:
 
     def _serve(self, client: socket.socket) -> None:
         with client:
+            client.settimeout(self.idle_s)  # the server's deadline, on every frame of the access
             try:
-                if not _peer_is_same_user(client):
+                if _peer(client)[1] != os.getuid():
                     return
-                kind, asked_s = _receive(client)
-                timeout_s = max(0.0, float(asked_s))  # a negative timeout would wait for ever
-            except (*_WIRE_ERRORS, ValueError, TypeError):
+                kind, timeout_s = wire.request(wire.receive(client))
+            except wire.BadFrame as exc:
+                _send_quietly(client, ("error", ValueError(f"malformed frame: {exc}")))
+                return
+            except _WIRE_ERRORS:
                 return
             if kind == "read":
                 self._serve_read(client)
-                return
+            else:
+                self._serve_write(client, timeout_s)
+
+    def _serve_write(self, client: socket.socket, timeout_s: float) -> None:
+        """A read-write access, in the turn: "wait" first if the turn is taken, so that the
+        client knows we are alive (``ANSWER_S``)."""
+        if not self.mutex.acquire(blocking=False):
+            _send_quietly(client, ("wait",))
             if not self.mutex.acquire(timeout=timeout_s):
                 _send_quietly(client, ("busy",))
                 return
-            try:
-                broken = self._access(client, read_only=False)
-                if broken is not None:
-                    self.done(broken)
-            finally:
-                self.mutex.release()
+        self.client_has_turn = True
+        try:
+            broken = self._access(client, read_only=False)
+            if broken is not None:
+                self.done(broken)
+        finally:
+            self.client_has_turn = False
+            self.mutex.release()
 
     def _serve_read(self, client: socket.socket) -> None:
         """A read access, beside the turn (module docstring); "gone" once the holder stops."""
-        if not self._reads.enter():
+        if not self._beside.enter():
             _send_quietly(client, ("gone",))
             return
         try:
             broken = self._access(client, read_only=True)
         finally:
-            self._reads.leave()
+            self._beside.leave()
         if broken:  # as after any access that spoilt the connection, in the turn: it is closed
             with self.mutex:
                 self.done(True)
@@ -210,23 +259,27 @@ class Server:
     def _run_access(self, client: socket.socket, con: duckdb.DuckDBPyConnection, *, read_only: bool = False) -> bool:
         """Answer "ok", then run the client's statements until it ends the access.  Return
         whether DuckDB may have spoilt the connection.  ``read_only``: all of them in one
-        read-only transaction, rolled back at the end (it can hold nothing else)."""
+        read-only transaction, rolled back at the end (it can hold nothing else).  A frame
+        the protocol does not send is answered with an error, and ends this access only;
+        so does a client silent for ``idle_s``."""
         cursor = con.cursor()
         broken = ended = False
         try:
             if read_only:
                 cursor.execute("BEGIN TRANSACTION READ ONLY")
-            _send(client, ("ok",))
+            wire.send(client, ("ok",))
             while True:
-                message = _receive(client)
-                if message[0] == "end":
+                kind, sql, parameters = wire.statement(wire.receive(client))
+                if kind == "end":
                     ended = True
                     break
-                reply, spoilt = _execute(cursor, message)
+                reply, spoilt = _execute(cursor, kind, sql, parameters)
                 broken = broken or spoilt
-                _send(client, reply)
+                wire.send(client, reply)
+        except wire.BadFrame as exc:
+            _send_quietly(client, ("error", ValueError(f"malformed frame: {exc}")))
         except _WIRE_ERRORS:
-            pass  # the client went away mid-access: what it left open is rolled back below
+            pass  # the client went away or stayed silent mid-access: what it left open is rolled back below
         finally:
             if read_only or (not ended and not broken):
                 _roll_back_quietly(cursor)
@@ -234,8 +287,7 @@ class Server:
         return broken
 
 
-def _execute(cursor: duckdb.DuckDBPyConnection, message: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
-    kind, sql, parameters = message
+def _execute(cursor: duckdb.DuckDBPyConnection, kind: str, sql: str, parameters: Any) -> tuple[tuple[Any, ...], bool]:
     try:
         if kind == "executemany":
             cursor.executemany(sql, parameters)
@@ -258,14 +310,14 @@ def _roll_back_quietly(cursor: duckdb.DuckDBPyConnection) -> None:
 
 def _send_quietly(client: socket.socket, message: object) -> None:
     try:
-        _send(client, message)
+        wire.send(client, message)
     except OSError:
         pass
 
 
-class _Reads:
-    """The reads running on the holder's connection, counted so that the holder closes it
-    only after the last one; once closed, no read begins."""
+class _Beside:
+    """The accesses running beside the turn on the holder's connection, counted so that
+    the holder closes it only after the last one; once closed, none begins."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -290,27 +342,47 @@ class _Reads:
             self._changed.wait_for(lambda: self._running == 0)
 
 
+class _Watch:
+    """A client's wait for the holder's answer: it gives up when the holder is stopped or
+    gone, or (``deadline``) once the deadline passes."""
+
+    def __init__(self, pid: int, deadline: float | None = None) -> None:
+        self.pid = pid
+        self.deadline = deadline
+
+    def __call__(self) -> None:
+        if _is_stopped_or_gone(self.pid):
+            raise HolderNotAnswering(f"the process serving the database (pid {self.pid}) is not answering")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise TimeoutError("no answer from the process serving the database")
+
+
 class RemoteCursor:
     """What Store code uses of a DuckDB cursor (execute, executemany, fetchone, fetchall,
-    description), run by the serving holder.  Each statement's rows come back whole."""
+    description), run by the serving holder.  Each statement's rows come back whole.  A
+    statement may run as long as it would locally, unless the holder is stopped meanwhile
+    (``HolderNotAnswering``)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, holder_pid: int = 0) -> None:
         self._sock = sock
+        self._watch = _Watch(holder_pid)
         self._rows: list[tuple[Any, ...]] = []
         self._next = 0
         self.description: list[tuple[Any, ...]] | None = None
 
     def execute(self, sql: str, parameters: object = None) -> RemoteCursor:
-        return self._run(("execute", sql, parameters))
+        return self._run(("execute", sql, wire.plain(parameters)))
 
     def executemany(self, sql: str, parameters: Iterable[object]) -> RemoteCursor:
-        return self._run(("executemany", sql, list(parameters)))
+        return self._run(("executemany", sql, wire.plain(list(parameters))))
 
     def _run(self, message: tuple[Any, ...]) -> RemoteCursor:
         try:
-            _send(self._sock, message)
-            reply = _receive(self._sock)
-        except _WIRE_ERRORS as exc:
+            wire.send(self._sock, message)
+            reply = wire.receive(self._sock, self._watch)
+        except HolderNotAnswering:
+            raise
+        except (OSError, struct.error) as exc:
             raise ServerLost(f"the process serving the database went away during this access: {exc}") from exc
         if reply[0] == "error":
             raise reply[1]
@@ -329,19 +401,23 @@ class RemoteCursor:
         return rows
 
 
-def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> socket.socket | None:
-    """Begin an access at the serving holder of ``db_path``: the connected socket once the
-    holder gave us its turn, or None when nobody serves (or the holder has just stopped).
-    Raises ``ServerBusy`` when the turn stayed taken for ``timeout_s``.  ``reading``: an
-    access that only reads, run beside the turn (module docstring)."""
+def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> RemoteCursor | None:
+    """Begin an access at the serving holder of ``db_path``: a cursor on its connection
+    once the holder gave us its turn, or None when nobody serves (or the holder has just
+    stopped).  Raises ``ServerBusy`` when the turn stayed taken for ``timeout_s``, and
+    ``HolderNotAnswering`` when the holder took the connection but answers nothing within
+    ``ANSWER_S`` (or was stopped while we waited for the turn).  ``reading``: an access
+    that only reads, run beside the turn (module docstring)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(address_for(db_path))
-        if not _peer_is_same_user(sock):
+        pid, uid = _peer(sock)
+        if uid != os.getuid():
             raise ConnectionError("the DB's address is held by another user")
-        sock.settimeout(timeout_s + _ANSWER_GRACE_S)
-        _send(sock, ("read" if reading else "begin", timeout_s))
-        answer = _receive(sock)[0]
+        answer = _ask(sock, pid, ("read" if reading else "begin", timeout_s), timeout_s)
+    except HolderNotAnswering:
+        sock.close()
+        raise
     except _WIRE_ERRORS:
         sock.close()
         return None
@@ -350,11 +426,26 @@ def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> socket.so
         if answer == "busy":
             raise ServerBusy(f"database busy for {timeout_s:.1f}s (its holder's turn)")
         return None
-    sock.settimeout(None)  # a statement may run as long as it would locally
-    return sock
+    sock.settimeout(ANSWER_S)  # each wait for a reply looks, this often, whether the holder was stopped
+    return RemoteCursor(sock, pid)
 
 
-def end(sock: socket.socket) -> None:
+def _ask(sock: socket.socket, pid: int, request: tuple[str, float], timeout_s: float) -> str:
+    """Send the request; its answer ("ok", "busy", "gone").  The first answer comes at once
+    from a live holder; after "wait", the next within the turn's timeout."""
+    sock.settimeout(ANSWER_S)
+    wire.send(sock, request)
+    try:
+        answer = wire.receive(sock)[0]
+    except TimeoutError:
+        raise HolderNotAnswering(f"the process serving the database (pid {pid}) answered nothing "
+                                 f"for {ANSWER_S:.0f}s") from None
+    if answer != "wait":
+        return str(answer)
+    return str(wire.receive(sock, _Watch(pid, time.monotonic() + timeout_s + _ANSWER_GRACE_S))[0])
+
+
+def end(cursor: RemoteCursor) -> None:
     """End the access (the holder takes its turn back) and close the connection."""
-    _send_quietly(sock, ("end",))  # if the holder went away, its side has ended the access already
-    sock.close()
+    _send_quietly(cursor._sock, ("end",))  # if the holder went away, its side has ended the access already
+    cursor._sock.close()

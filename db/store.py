@@ -1,7 +1,9 @@
 """The only code that talks to DuckDB: one method per named query in ``db.queries``.
 
-Each method is one short access (open, do, close) under the cross-process lock.
-Reads return the typed rows of ``db.rows``.  State changes return whether they
+Each method is one short access under the cross-process lock (db/connection.py): on the
+connection this process keeps, on the one the serving holder (the runner daemon) keeps
+for everyone (db/serving.py), or, in a process that keeps nothing (tests, tools, the
+CLI), on a connection opened and closed for it.  Reads return the typed rows of ``db.rows``.  State changes return whether they
 happened; a guarded UPDATE that matches zero rows raises ``LostRace`` so callers
 cannot mistake "someone else moved it" for success.
 """
@@ -149,8 +151,10 @@ class Store:
     def from_settings(cls, settings: Settings) -> Store:
         return cls(settings.db, lock_timeout_s=settings.lock_timeout_s, quotas=Quotas.from_settings(settings))
 
-    def _tx(self) -> Any:
-        return transaction(self.db_path, lock_timeout_s=self.lock_timeout_s)
+    def _tx(self, *, urgent: bool = False) -> Any:
+        """A read-write transaction; ``urgent`` (the heartbeats): in the runner, it does not
+        wait behind another process's access that it serves (db/connection.py ``connect``)."""
+        return transaction(self.db_path, lock_timeout_s=self.lock_timeout_s, urgent=urgent)
 
     def _read(self) -> Any:
         """An access that only reads (beside a serving holder's writes: db/serving.py)."""
@@ -317,7 +321,7 @@ class Store:
     def heartbeat(self, attempt_id: int, runner_id: str, *, lease_s: float) -> bool:
         """Renew the lease; False means the attempt was taken away (fenced): stop writing."""
         now = utcnow()
-        with self._tx() as con:
+        with self._tx(urgent=True) as con:
             rows = con.execute(
                 q.HEARTBEAT, [now, now + timedelta(seconds=lease_s), attempt_id, runner_id]
             ).fetchall()
@@ -511,7 +515,7 @@ class Store:
                                           unhealthy_reason, json.dumps(info, default=str)])
 
     def runner_heartbeat(self, runner_id: str, *, healthy: bool, unhealthy_reason: str | None) -> None:
-        with self._tx() as con:
+        with self._tx(urgent=True) as con:
             con.execute(q.RUNNER_HEARTBEAT, [utcnow(), healthy, unhealthy_reason, runner_id])
 
     def list_runners(self) -> list[RunnerRow]:

@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 from streamlit import runtime
 
-from db import DbBusy, Store
+from db import DbBusy, DbHolderNotAnswering, Store
 from db.connection import KEEP_IDLE_S, keep_open
 from db.host_schemas import register_stored_schemas
 from db.rows import RunnerRow, RunProgressRow
@@ -103,8 +103,11 @@ def cached_counts() -> dict[str, int]:
 
 
 def show_busy(exc: DbBusy) -> None:
-    """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves."""
-    st.warning(t("app.busy", current_language()), icon=":material/hourglass_top:")
+    """Only a lock timeout becomes "busy, retrying"; other errors surface as themselves.
+    A runner that holds the file but answers nothing (stopped, frozen) is named: waiting
+    will not help until it is back."""
+    key = "app.busy_holder" if isinstance(exc, DbHolderNotAnswering) else "app.busy"
+    st.warning(t(key, current_language()), icon=":material/hourglass_top:")
 
 
 class db_guard:  # lower case like contextlib.suppress: read as ``with db_guard(lang) as guard:``
