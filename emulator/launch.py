@@ -35,18 +35,18 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from aiohttp import web
 
 from emulator import disagg, startup
+from emulator.cold_start import cold_start_options, take_option, usage_error
 from emulator.config import ConfigError, EmulatorConfig, resolve
 from emulator.flags import PROG, ParsedFlags, parse_flags
 from emulator.metrics import Metrics
 from emulator.predict import steady_state
 from emulator.scheduler import Scheduler
 from emulator.server import ServerState, build_app
-from emulator.step_loop import DEFAULT_COLD_FACTOR, ColdStart, StepLoop
+from emulator.step_loop import ColdStart, StepLoop
 from emulator.tokens import TokenText, ensure_tokenizer
 
 PROCESS_START = time.time()  # /server_info's startup_time counts from here, as SGLang's does
@@ -64,45 +64,6 @@ def port_available(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-COLD_OPTIONS = {"--emulate-cold-start-s": "COLD_START_S", "--emulate-cold-start-factor": "COLD_START_FACTOR"}
-
-
-def _take_option(argv: list[str], flag: str) -> str | None:
-    """Remove ``flag VALUE`` / ``flag=VALUE`` from ``argv``; its value (the last one given)."""
-    value, i = None, 0
-    while i < len(argv):
-        if argv[i] == flag:
-            if i + 1 >= len(argv):
-                _usage_error(f"argument {flag}: expected one argument")
-            value = argv[i + 1]
-            del argv[i:i + 2]
-        elif argv[i].startswith(flag + "="):
-            value = argv.pop(i).split("=", 1)[1]
-        else:
-            i += 1
-    return value
-
-
-def _usage_error(message: str) -> NoReturn:
-    print(f"{PROG}: error: {message}", file=sys.stderr)  # argparse's wording and status
-    raise SystemExit(2)
-
-
-def cold_start_options(argv: Sequence[str]) -> tuple[ColdStart | None, list[str]]:
-    """The emulated cold start the command line (or environment) asks for, and the argv left
-    for :func:`emulator.flags.parse_flags`.  None when ``--emulate-cold-start-s`` is absent or 0."""
-    rest = list(argv)
-    raw = {flag: _take_option(rest, flag) or os.environ.get("BENCHDECK_EMULATE_" + env) or None
-           for flag, env in COLD_OPTIONS.items()}
-    try:
-        seconds = float(raw["--emulate-cold-start-s"] or 0.0)
-        factor = float(raw["--emulate-cold-start-factor"] or DEFAULT_COLD_FACTOR)
-        cold = ColdStart(seconds, factor)
-    except ValueError as exc:
-        _usage_error(f"argument --emulate-cold-start-s/--emulate-cold-start-factor: {exc}")
-    return (cold if cold.seconds > 0 else None), rest
 
 
 def tokenizer_dir(flags: ParsedFlags) -> Path:
@@ -256,9 +217,9 @@ ENGINES = ("sglang", "vllm")
 def take_engine(argv: list[str]) -> str:
     """``--emulate-engine sglang|vllm`` (or ``BENCHDECK_EMULATE_ENGINE``), removed from ``argv``
     for the SGLang parser; the vLLM parser reads it from the whole command line."""
-    engine = _take_option(list(argv), "--emulate-engine") or os.environ.get("BENCHDECK_EMULATE_ENGINE") or "sglang"
+    engine = take_option(list(argv), "--emulate-engine") or os.environ.get("BENCHDECK_EMULATE_ENGINE") or "sglang"
     if engine not in ENGINES:
-        _usage_error(f"argument --emulate-engine: invalid choice: {engine!r} (choose from {', '.join(ENGINES)})")
+        usage_error(f"argument --emulate-engine: invalid choice: {engine!r} (choose from {', '.join(ENGINES)})")
     return engine
 
 
@@ -268,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from emulator.vllm_launch import main as vllm_main  # the SGLang path never imports it
 
         return vllm_main(argv)
-    _take_option(argv, "--emulate-engine")  # "sglang": today's emulator
+    take_option(argv, "--emulate-engine")  # "sglang": today's emulator
     cold, sglang_argv = cold_start_options(argv)  # exits 2 on an invalid value
     flags = parse_flags(sglang_argv)  # exits 2 on an unknown or invalid flag
     explicit = ", ".join(f"{k}={flags.args[k]!r}" for k in sorted(flags.explicit))

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from emulator.cold_start import cold_start_options
 from emulator.config import ConfigError
-from emulator.launch import cold_start_options
 from emulator.scheduler import Scheduler
 from emulator.server import ServerState
 from emulator.startup import PHASES, cold_start_line

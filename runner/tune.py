@@ -57,7 +57,8 @@ from domain.tune.search import (
     tell_score,
 )
 from domain.tune.space import LAYOUT, BannedProposal, cannot_start, expand_params, propose, trial_plan
-from domain.tune.study import Lever, Objective, Study, dump_study, load_study
+from domain.tune.study import Lever, Objective, Study
+from domain.tune.study_yaml import dump_study, load_study
 from runner.command_args import Subparsers, add_tune
 from runner.run_wait import wait_until_finished
 

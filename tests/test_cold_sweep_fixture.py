@@ -25,7 +25,7 @@ from domain.importer.conditions import ImportConditions
 from domain.render.tables import comparison_markdown, point_notes
 from domain.results.curve import COLD_EFFICIENCY, SUPER_LINEAR_EFFICIENCY
 from domain.results.frames import points_frame
-from emulator.launch import cold_start_options
+from emulator.cold_start import cold_start_options
 from emulator.step_loop import DEFAULT_COLD_FACTOR, ColdStart
 from tests.conftest import ROOT
 from tests.support.actors import operator

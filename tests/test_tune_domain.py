@@ -46,7 +46,8 @@ from domain.tune.space import (
     propose,
     trial_plan,
 )
-from domain.tune.study import Lever, Objective, Sla, Study, dump_study, load_study, study_from_yaml, study_tag
+from domain.tune.study import Lever, Objective, Sla, Study, study_tag
+from domain.tune.study_yaml import dump_study, load_study, study_from_yaml
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tune" / "study_default_space.yaml"
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -25,7 +25,8 @@ from domain.plan.run_plan import RunPlan, point_conditions
 from domain.results.bench_record import METRIC_COLUMNS
 from domain.tune import history
 from domain.tune.search import open_optuna_study
-from domain.tune.study import Lever, Objective, Study, load_study, study_tag, trial_tag
+from domain.tune.study import Lever, Objective, Study, study_tag, trial_tag
+from domain.tune.study_yaml import load_study
 from runner.tune import Tuner, gpu_hours, lever_params, with_sla_stop
 from tests.conftest import ROOT
 from tests.support.actors import operator

@@ -29,7 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from domain.engines import EXTERNAL, adapter_for, families, split_label
 from domain.plan.naming import clean_name, name_problem
-from domain.plan.thinking import thinking_problem
+from domain.plan.thinking_mode import thinking_problem
 from domain.plan.topology import Topology, layout_problems
 
 FlagValue = bool | int | float | str | list[int] | list[float] | list[str]

@@ -19,7 +19,7 @@ So, with the installed bench client (``sglang/benchmark/serving.py``):
   ``--apply-chat-template`` renders the template with ``apply_chat_template(messages,
   add_generation_prompt=True)`` only (sharegpt and custom datasets; random ones never), so
   ``enable_thinking`` cannot reach it either way.  A plan asking for thinking on/off
-  there is refused (:func:`thinking_problem`), not labelled;
+  there is refused (domain/plan/thinking_mode.py ``thinking_problem``), not labelled;
 - a served chat template that ignores ``enable_thinking`` renders the same prompt either
   way: refused by the plan checks (:func:`template_problem`), which render the template
   both ways to find out.
@@ -40,34 +40,13 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from domain.plan.thinking_mode import CHAT_BACKEND, THINKING_KWARG, is_set
+
 if TYPE_CHECKING:
     from domain.plan.run_plan import BenchmarkPlan, RunPlan
 
-CHAT_BACKEND = "sglang-oai-chat"
-THINKING_KWARG = "enable_thinking"
 # The probe conversation a template is rendered with (both ways) to see whether it reads the kwarg.
 _PROBE = [{"role": "user", "content": "Hello"}]
-
-
-def is_set(thinking_mode: str) -> bool:
-    """True for "on" and "off"; "n/a" leaves the template's own default."""
-    return thinking_mode in ("on", "off")
-
-
-def thinking_problem(backend: str, apply_chat_template: bool, thinking_mode: str) -> tuple[str, str] | None:
-    """Why a benchmark's requests cannot carry its thinking mode, as (kind, English message);
-    None when they can or when the plan does not set one.  The kinds are
-    ``plan.problem.<kind>`` sentences (domain/core/i18n/naming.yaml)."""
-    if not is_set(thinking_mode) or backend == CHAT_BACKEND:
-        return None
-    if apply_chat_template:
-        return ("thinking_client_template",
-                f"thinking_mode needs the {CHAT_BACKEND!r} backend: with backend {backend!r} the bench client "
-                "renders the chat template itself and cannot pass enable_thinking to it")
-    return ("thinking_no_template",
-            f"thinking_mode needs the {CHAT_BACKEND!r} backend: backend {backend!r} sends a bare prompt, on "
-            "which no chat template (and so no enable_thinking) is applied")
-
 
 def request_body_extras(bench: BenchmarkPlan) -> dict[str, Any]:
     """What every request of the benchmark carries beyond the client's own fields."""

@@ -2,7 +2,7 @@
 
 A study lives in two files under the work directory (``<work_dir>/tune/``, beside the
 attempt directories of domain/core/settings.py): ``<name>.yaml``, the study as
-``python -m runner tune`` started it (domain/tune/study.py ``dump_study``), and
+``python -m runner tune`` started it (domain/tune/study_yaml.py ``dump_study``), and
 ``<name>.journal``, Optuna's journal (``JournalStorage(JournalFileBackend(path))``), an
 append-only log that survives a restart of the tune command, of the runner and of the
 app.  Every trial that reached the queue carries its run's id as a user attribute
@@ -30,7 +30,8 @@ from optuna.trial import FrozenTrial, TrialState
 from domain.plan.run_plan import RunPlan
 from domain.tune.search import CONSTRAINT_ATTR, PRUNED_REASON_ATTR, VIOLATIONS_ATTR
 from domain.tune.space import trial_plan
-from domain.tune.study import Study, study_from_yaml, study_tag
+from domain.tune.study import Study, study_tag
+from domain.tune.study_yaml import study_from_yaml
 
 RUN_ID_ATTR = "run_id"
 REASON_ATTR = "reason"  # why a queued trial's run failed or was cancelled

@@ -4,22 +4,19 @@ the rule profile that bounds them, and how many trials to spend (issue 17).
 A study is YAML like a run plan and is read by the same defensive loader
 (domain/plan/plan_io.py: size cap, no anchors, tags or duplicate keys); its problems are
 :class:`~domain.plan.plan_io.PlanProblem` s, so the page and the CLI explain them the same
-way.  A study with an empty ``space`` gets :func:`domain.tune.space.default_space` at load:
-the seed's levers under the base plan's SGLang version and the rule profile.
+way.  Reading and writing that YAML is domain/tune/study_yaml.py's (it fills in an empty
+``space`` from domain/tune/space.py, which reads this model).
 """
 
 from __future__ import annotations
 
 import re
 from enum import StrEnum
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domain.flags.risk import available_profiles
-from domain.plan.plan_io import PlanError, PlanProblem, load_yaml_mapping, problems_from_validation
 from domain.plan.run_plan import RunPlan
 
 MAX_STUDY_BYTES = 256 * 1024
@@ -123,50 +120,3 @@ def study_tag(name: str) -> str:
 
 def trial_tag(number: int) -> str:
     return f"trial-{number}"
-
-
-def _with_default_space(study: Study) -> Study:
-    """The study with its space filled in (when empty) and checked against its rule profile."""
-    from domain.tune.space import banned_reason, default_space, lever_bans  # space imports this module
-
-    if not study.space:
-        version = study.base_plan.sglang_version or _default_version()
-        levers = default_space(version, study.base_plan.gpu.count, study.rule_profile)
-        study = study.model_copy(update={"space": levers})
-    profile = study.rule_profile
-    problems = [
-        PlanProblem(f"space.{index}", banned_reason(flag, value, profile) or "", "banned_by_rules",
-                    {"flag": flag, "value": value, "profile": profile, "reason_ja": rule.reason["ja"],
-                     "reason_en": rule.reason["en"]})
-        for index, lever in enumerate(study.space) for flag, value, rule in lever_bans(lever, profile)]
-    if problems:
-        raise PlanError(problems)
-    return study
-
-
-def _default_version() -> str:
-    """An emulator plan names no version; its flags are judged by the newest shipped schema."""
-    from domain.flags.schema import newest_version
-
-    return newest_version()
-
-
-def study_from_mapping(data: dict[str, Any]) -> Study:
-    try:
-        study = Study.model_validate(data)
-    except ValidationError as exc:
-        raise PlanError(problems_from_validation(exc)) from None
-    return _with_default_space(study)
-
-
-def study_from_yaml(text: str) -> Study:
-    """A study from YAML text; PlanError (with one problem per field) when it is not one."""
-    return study_from_mapping(load_yaml_mapping(text, max_bytes=MAX_STUDY_BYTES))
-
-
-def load_study(path: Path) -> Study:
-    return study_from_yaml(path.read_text(encoding="utf-8"))
-
-
-def dump_study(study: Study) -> str:
-    return yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
