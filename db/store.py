@@ -3,9 +3,9 @@
 Each method is one short access under the cross-process lock (db/connection.py): on the
 connection this process keeps, on the one the serving holder (the runner daemon) keeps
 for everyone (db/serving.py), or, in a process that keeps nothing (tests, tools, the
-CLI), on a connection opened and closed for it.  Reads return the typed rows of ``db.rows``.  State changes return whether they
-happened; a guarded UPDATE that matches zero rows raises ``LostRace`` so callers
-cannot mistake "someone else moved it" for success.
+CLI), on a connection opened and closed for it.  Reads return the typed rows of
+``db.rows``.  State changes return whether they happened; a guarded UPDATE that matches
+zero rows raises ``LostRace`` so callers cannot mistake "someone else moved it" for success.
 """
 
 from __future__ import annotations
