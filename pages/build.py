@@ -42,7 +42,7 @@ from domain.plan.checks import (
 )
 from domain.plan.claimability import host_version_for, registered_versions
 from domain.plan.command import command_preview
-from domain.plan.estimate import plan_seconds
+from domain.plan.eta import plan_seconds
 from domain.plan.flag_report import ConfigCheck
 from domain.plan.form_input import readable_problems
 from domain.plan.naming import slug

@@ -15,7 +15,7 @@ from domain.core.access import Action
 from domain.core.i18n import t
 from domain.core.settings import get_settings
 from domain.plan.claimability import waiting_reason
-from domain.plan.estimate import eta_from_progress, plan_seconds
+from domain.plan.eta import eta_from_progress, plan_seconds
 from domain.plan.run_plan import RunPlan
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (

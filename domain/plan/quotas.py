@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from domain.core.i18n import t
 from domain.core.settings import Settings
-from domain.plan.estimate import plan_seconds
+from domain.plan.eta import plan_seconds
 from domain.plan.run_plan import RunPlan
 
 

@@ -1,4 +1,4 @@
-"""A rough duration estimate for a plan, shown before it is queued and as a queue ETA.
+"""A rough run-duration ETA for a plan, shown before it is queued and in the queue.
 
 It is deliberately simple and labelled "rough" wherever it is shown: each point sends
 ``num_prompts + warmup`` requests, ``concurrency`` at a time, and each request takes a
