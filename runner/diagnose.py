@@ -69,12 +69,13 @@ def failure_json(diagnosis: Diagnosis | None) -> dict[str, Any] | None:
             "hint": diagnosis.hint}
 
 
-def _number(value: float) -> float | int:
+def _json_number(value: float) -> float | int:
+    """A gauge's value as JSON shows it: an integral value as an int."""
     return int(value) if float(value).is_integer() else value
 
 
 def _series_json(series: GaugeSeries) -> dict[str, Any]:
-    return {"name": series.name, "labels": series.labels, "value": _number(series.value)}
+    return {"name": series.name, "labels": series.labels, "value": _json_number(series.value)}
 
 
 def _log_report(text: str) -> dict[str, Any]:
@@ -84,8 +85,8 @@ def _log_report(text: str) -> dict[str, Any]:
 def _metrics_report(text: str) -> dict[str, Any]:
     clean = "\n".join(_prometheus_lines(text)) + "\n"
     series = gauge_series(clean, only_kept=False)
-    facts = {fact: _number(s.value) for s in reversed(series) if (fact := _CAPACITY_GAUGES.get(s.name))}
-    totals = {metric: _number(value) for metric, value in server_totals(series).items()}
+    facts = {fact: _json_number(s.value) for s in reversed(series) if (fact := _CAPACITY_GAUGES.get(s.name))}
+    totals = {metric: _json_number(value) for metric, value in server_totals(series).items()}
     return {"failure": None, "stage": None, "facts": facts, "series": [_series_json(s) for s in series],
             "summary": totals}
 

@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from domain.core.numbers import real_number
 from domain.estimate import sizing
 from domain.estimate.constants import Calibration, calibration_for, engine_family
 from domain.estimate.prefill import PrefillBudget
@@ -108,18 +109,16 @@ class PointEstimate:
 
 
 # -- resolving a configuration ------------------------------------------------------------------
-def _number(args: Mapping[str, object], *names: str) -> float | None:
-    for name in names:
-        value = args.get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-    return None
+def _first_number(args: Mapping[str, object], *names: str) -> float | None:
+    """The value of the first of ``names`` (spellings of one flag) that holds a finite number."""
+    found = (real_number(args.get(name), finite=True) for name in names)
+    return next((number for number in found if number is not None), None)
 
 
 def _graph_max_bs(args: Mapping[str, object], gpu: sizing.GpuSpec, tp: int, running: float | None) -> int | None:
     if args.get("disable-cuda-graph") is True or args.get("disable-decode-cuda-graph") is True:
         return None
-    explicit = _number(args, "cuda-graph-max-bs-decode", "cuda-graph-max-bs")
+    explicit = _first_number(args, "cuda-graph-max-bs-decode", "cuda-graph-max-bs")
     if explicit is not None:
         return int(explicit)
     default = sizing.default_cuda_graph_max_bs(gpu.memory_mib, tp)
@@ -135,17 +134,17 @@ def setup_for(model_path: str, gpu_type: str, server_args: Mapping[str, object],
         model = sizing.resolve_model(model_path)
     except sizing.UnknownModel as exc:
         raise CannotEstimate(str(exc)) from exc
-    tp = int(_number(server_args, "tp-size", "tensor-parallel-size", "tp") or 1)
-    dp = int(_number(server_args, "dp-size", "data-parallel-size") or 1)
-    chunk = _number(server_args, "chunked-prefill-size")
+    tp = int(_first_number(server_args, "tp-size", "tensor-parallel-size", "tp") or 1)
+    dp = int(_first_number(server_args, "dp-size", "data-parallel-size") or 1)
+    chunk = _first_number(server_args, "chunked-prefill-size")
     chunked = sizing.default_chunked_prefill(gpu.memory_mib) if chunk is None else int(chunk)
-    max_prefill = int(_number(server_args, "max-prefill-tokens") or 16384)
-    running_flag = _number(server_args, "max-running-requests")
+    max_prefill = int(_first_number(server_args, "max-prefill-tokens") or 16384)
+    running_flag = _first_number(server_args, "max-running-requests")
     graph_bs = _graph_max_bs(server_args, gpu, tp, running_flag)
-    fraction = _number(server_args, "mem-fraction-static")
+    fraction = _first_number(server_args, "mem-fraction-static")
     if fraction is None:
         fraction = sizing.default_mem_fraction_static(gpu.memory_mib, chunked, max_prefill, tp, 1, graph_bs)
-    total = _number(server_args, "max-total-tokens")
+    total = _first_number(server_args, "max-total-tokens")
     kv_dtype = server_args.get("kv-cache-dtype")
     quantization = server_args.get("quantization")
     memory = sizing.plan_memory(
@@ -153,7 +152,7 @@ def setup_for(model_path: str, gpu_type: str, server_args: Mapping[str, object],
         kv_cache_dtype=kv_dtype if isinstance(kv_dtype, str) else "auto", mem_fraction_static=fraction,
         max_total_tokens=int(total) if total is not None else None, graph_max_bs=graph_bs,
     )
-    context_len = int(_number(server_args, "context-length") or model.max_position_embeddings)
+    context_len = int(_first_number(server_args, "context-length") or model.max_position_embeddings)
     running = sizing.default_max_running_requests(
         memory.max_total_num_tokens, context_len, int(running_flag) if running_flag is not None else None,
     ) if memory.max_total_num_tokens > 0 else 0
@@ -174,7 +173,7 @@ def setup_from_plan(plan: RunPlan) -> Setup:
     topology = plan.topology
     if topology.kind == "router" and topology.replicas is not None:
         args = {**plan.server_args, **topology.replicas.server_args}
-        replicas = topology.replicas.count * int(_number(args, "dp-size", "data-parallel-size") or 1)
+        replicas = topology.replicas.count * int(_first_number(args, "dp-size", "data-parallel-size") or 1)
         return setup_for(plan.model, plan.gpu.type, {**args, "dp-size": replicas}, plan.engine_label)
     return setup_for(plan.model, plan.gpu.type, plan.server_args, plan.engine_label)
 

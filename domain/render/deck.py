@@ -36,6 +36,7 @@ from xlsxwriter import Workbook
 
 from domain.compare.comparison import Comparison
 from domain.core.i18n import t
+from domain.core.numbers import real_number
 from domain.render import charts
 from domain.render.charts import FONT, PAGE_FONT, AnyChart
 from domain.render.tables import (
@@ -382,15 +383,11 @@ def native_charts(c: Comparison) -> list[NativeChart]:
     return [*(throughput_chart(c, s) for s in scenarios), *(_pareto_chart(c, s) for s in scenarios)]
 
 
-def _number(value: object) -> float | None:
-    """A number, or None for NaN, None and text (imported runs may lack a metric)."""
-    number = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
-    return None if pd.isna(number) else float(number)
-
-
 def _pairs(rows: pd.DataFrame, run_id: int, x: str, y: str) -> list[tuple[float | None, float | None]]:
     of_run = rows[rows["run_id"] == run_id]
-    return [(_number(a), _number(b)) for a, b in zip(of_run[x], of_run[y], strict=True)]
+    # None for a missing or non-numeric cell (imported runs may lack a metric); a chart has no place for NaN.
+    return [(real_number(a, text=True, finite=True), real_number(b, text=True, finite=True))
+            for a, b in zip(of_run[x], of_run[y], strict=True)]
 
 
 def throughput_chart(c: Comparison, scenario: object, runs: Sequence[int] | None = None,
@@ -399,7 +396,8 @@ def throughput_chart(c: Comparison, scenario: object, runs: Sequence[int] | None
     the comparison), named by ``labels`` or :func:`marked_label` (the deck's and the one slide's)."""
     metric = curve.DEFAULT_THROUGHPUT_METRIC
     rows = c.summary[c.summary["scenario"] == scenario]
-    concurrencies = sorted({x for x in (_number(v) for v in rows["concurrency"]) if x is not None})
+    concurrencies = sorted({x for x in (real_number(v, text=True, finite=True) for v in rows["concurrency"])
+                            if x is not None})
     data = LiteralCategoryChartData(number_format="General")
     data.categories = [int(x) if x.is_integer() else x for x in concurrencies]
     for run_id in runs if runs is not None else [c.baseline_run_id, *c.run_ids]:

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
+from domain.core.numbers import real_number
 from domain.results import difference
 from domain.results import requests as req
 from domain.results.requests import RequestSamples
@@ -331,11 +332,11 @@ def _records_every_latency(stored: dict[str, list[Any]], metrics: Sequence[Metri
 
 def _stored_numbers(stored: dict[str, list[Any]], metric: Metric, repeats: int) -> list[float]:
     """The metric's stored value per repeat, NaN where the record has none."""
-    return [_number(v) for v in stored.get(metric.column, [None] * repeats)]
+    return [_cell_number(v) for v in stored.get(metric.column, [None] * repeats)]
 
 
 def _duration_of(rows: pd.DataFrame) -> float | None:
-    return _number(rows["duration_s"].iloc[0]) if "duration_s" in rows.columns else None
+    return _cell_number(rows["duration_s"].iloc[0]) if "duration_s" in rows.columns else None
 
 
 def _request_names(metrics: Sequence[Metric]) -> list[str]:
@@ -414,14 +415,10 @@ class _SampledPoint:
         return has_p99 and sum(self.counts) < LOW_N_P99_REQUESTS
 
 
-def _number(value: Any) -> float:
-    """A frame cell as a float; None, pd.NA and text that is not a number become NaN."""
-    if is_missing(value):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+def _cell_number(value: Any) -> float:
+    """A frame cell as a float; NaN where it holds no number (None, pd.NA, other text)."""
+    number = real_number(value, text=True)
+    return math.nan if number is None else number
 
 
 # -- deltas against the baseline -----------------------------------------------------------------

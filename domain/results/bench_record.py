@@ -15,6 +15,8 @@ import json
 import math
 from typing import Any
 
+from domain.core.numbers import real_number
+
 STATS = ("mean", "median", "p90", "p95", "p99")
 LATENCIES = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2e": "e2e_latency_ms"}
 
@@ -32,7 +34,10 @@ class BadRecord(ValueError):
     """The client's output is missing, truncated or not a bench_serving record."""
 
 
-def _number(value: Any) -> float | None:
+def _record_number(value: Any) -> float | None:
+    """A record's field: None when absent, else a number (JSON's own, or the text ``inf`` or
+    ``nan`` that a client writes for a rate it could not compute); anything else is not a
+    record of ours (``BadRecord``)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -42,9 +47,10 @@ def _number(value: Any) -> float | None:
         if lowered in ("nan",):
             return math.nan
         raise BadRecord(f"not a number: {value!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    number = real_number(value)
+    if number is None:
         raise BadRecord(f"not a number: {value!r}")
-    return float(value)
+    return number
 
 
 def parse_record_line(line: str) -> dict[str, Any]:
@@ -70,20 +76,20 @@ def last_record(text: str) -> dict[str, Any]:
 
 def metrics_from_record(record: dict[str, Any], *, requested: int | None) -> dict[str, float | int | None]:
     """Typed columns for one record; values absent from older formats stay None."""
-    completed = _number(record.get("completed"))
+    completed = _record_number(record.get("completed"))
     metrics: dict[str, float | int | None] = {
         "completed": int(completed) if completed is not None else None,
         "requested": requested,
-        "duration_s": _number(record.get("duration")),
-        "request_throughput": _number(record.get("request_throughput")),
-        "input_throughput": _number(record.get("input_throughput")),
-        "output_throughput": _number(record.get("output_throughput")),
-        "total_throughput": _number(record.get("total_throughput")),
-        "achieved_concurrency": _number(record.get("concurrency")),
+        "duration_s": _record_number(record.get("duration")),
+        "request_throughput": _record_number(record.get("request_throughput")),
+        "input_throughput": _record_number(record.get("input_throughput")),
+        "output_throughput": _record_number(record.get("output_throughput")),
+        "total_throughput": _record_number(record.get("total_throughput")),
+        "achieved_concurrency": _record_number(record.get("concurrency")),
     }
     for name, suffix in LATENCIES.items():
         for stat in STATS:
-            metrics[f"{name}_{stat}_ms"] = _number(record.get(f"{stat}_{suffix}"))
+            metrics[f"{name}_{stat}_ms"] = _record_number(record.get(f"{stat}_{suffix}"))
     return metrics
 
 
