@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -139,10 +138,10 @@ def test_a_process_waiting_for_the_lock_is_served_once_a_holder_serves(db_path: 
     lock_file = str(connection.lock_path_for(db_path))
     other = filelock.FileLock(lock_file)
     other.acquire()  # the file is another process's, which does not serve yet
-    served = cast(socket.socket, object())  # stands for the socket a serving holder answers on
+    served = cast(serving.RemoteCursor, object())  # stands for the cursor on a serving holder
     joins: list[int] = []
 
-    def join() -> socket.socket | None:
+    def join() -> serving.RemoteCursor | None:
         joins.append(1)
         return served if len(joins) == 3 else None
 
@@ -209,7 +208,7 @@ def test_a_client_served_at_once_leaves_another_waiters_marks(db_path: Path) -> 
     marks = (connection.writer_waiting_path(db_path), connection.waiting_path(db_path))
     for mark in marks:
         mark.touch()  # a backup waits
-    served = cast(socket.socket, object())
+    served = cast(serving.RemoteCursor, object())
     got = connection._acquire(filelock.FileLock(lock_file), 10, marker=marks[0], writer=True,
                               waiting=marks[1], join=lambda: served)
     assert got is served
