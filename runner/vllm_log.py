@@ -192,7 +192,8 @@ _COUNTS = frozenset({"kv_cache_tokens", "max_total_num_tokens", "context_len", "
                      "max_num_batched_tokens"})
 
 
-def _number(key: str, text: str) -> float:
+def _fact_value(key: str, text: str) -> float:
+    """A start-up fact's text as a number: an int for a count (thousands separated by commas), else a float."""
     return int(text.replace(",", "")) if key in _COUNTS else float(text)
 
 
@@ -206,7 +207,7 @@ def startup_facts(log_text: str) -> dict[str, float]:
         for pattern in patterns:
             match = pattern.search(text)
             if match:
-                facts[key] = _number(key, match.group(pattern.groups))
+                facts[key] = _fact_value(key, match.group(pattern.groups))
                 break
     return facts
 

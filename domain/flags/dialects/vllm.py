@@ -288,7 +288,7 @@ def _element(
     if isinstance(value, bool) and kind not in JSON_TYPES:
         return [FlagIssue(flag, "error", MISSING_VALUE, "switch_value")]
     if kind in INT_TYPES | FLOAT_TYPES | HUMAN_INT_TYPES:
-        return _number(spec, flag, value)
+        return _number_issues(spec, flag, value)
     if kind in JSON_TYPES or (kind == "dict_or_str" and not isinstance(value, str)):
         return _json(flag, value, dict_only=kind in JSON_TYPES)
     return _text(spec, flag, value, policy, model_dirs)
@@ -325,7 +325,8 @@ def _number_text(kind: str, text: str) -> float | str:
     return "float" if kind in FLOAT_TYPES else "int"
 
 
-def _number(spec: FlagSpec, flag: str, value: object) -> list[FlagIssue]:
+def _number_issues(spec: FlagSpec, flag: str, value: object) -> list[FlagIssue]:
+    """What is wrong with a numeric flag's value (its type, its finiteness, its choices)."""
     number = parse_vllm_number(spec.base_type, value)
     if isinstance(number, str):
         code = BAD_VALUE if number in ("not_finite", "non_ascii_digit") else BAD_TYPE
