@@ -17,7 +17,7 @@ from db import migrations as steps
 from db.store import RunnerCapabilities
 from domain.plan.plan_io import PlanError, load_plan, plan_from_mapping
 from domain.plan.run_plan import RunPlan, configuration_id
-from domain.tune.study import load_study
+from domain.tune.study_yaml import load_study
 from tests.conftest import ROOT
 from tests.plans import MINIMAL_PLAN_YAML
 
