@@ -567,7 +567,7 @@ class AttemptExecution:
             return LivenessProbe([(deployment.endpoint.name, deployment.base_url)], rule,
                                  path=external.MODELS_PATH).start()
         # vLLM has no /health_generate; its /health asks the engine core (check_health) and
-        # answers 503 once the engine is dead (runner/vllm_log.py, the fact sheet's source lines).
+        # answers 503 once the engine is dead (domain/engines/vllm_log.py, the fact sheet's source lines).
         path = "/health" if self.ctx.plan.is_vllm else "/health_generate"
         return LivenessProbe([(m.name, m.server.base_url) for m in deployment.workers], rule, path=path).start()
 

@@ -12,8 +12,8 @@ from typing import Any
 import requests
 
 from domain.core.states import FailureKind
+from domain.engines import adapter_for
 from domain.plan.command import LOOPBACK
-from runner import logparse, vllm_log
 from runner.process import Child, port_is_free, start_child, stop_group, tail
 from runner.server_log import DEFAULT_ROTATION, LogRotation
 
@@ -55,8 +55,7 @@ class EngineServer:
 
     def crash_failure(self, *, default: FailureKind, what: str) -> AttemptFailure:
         self.child.settle_log()  # the fatal line may still be in the pipe
-        reader = vllm_log if self.engine == "vllm" else logparse
-        diagnosis = reader.classify(tail(self.child.log_path, 200_000), default=default)
+        diagnosis = adapter_for(self.engine).log.classify(tail(self.child.log_path, 200_000), default=default)
         code = self.child.returncode
         message = f"{what} (exit code {code})" if code is not None else what
         if diagnosis.line:
@@ -89,7 +88,7 @@ def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[],
     """Wait until /health answers 200 while the child is alive; return seconds to ready.
 
     /v1/models answers before an SGLang server has warmed up, so it is not a readiness
-    signal.  vLLM serves no HTTP at all until its engine is up (runner/vllm_log.py), and its
+    signal.  vLLM serves no HTTP at all until its engine is up (domain/engines/vllm_log.py), and its
     /health then answers 200 until the engine dies."""
     start = time.monotonic()
     while True:
@@ -100,8 +99,7 @@ def wait_ready(server: EngineServer, *, budget_s: float, cancelled: Callable[[],
         if http_status(f"{server.base_url}/health") == 200:
             return time.monotonic() - start
         if time.monotonic() - start > budget_s:
-            reader = vllm_log if server.engine == "vllm" else logparse
-            stage = reader.startup_stage(tail(server.child.log_path, 400_000))
+            stage = adapter_for(server.engine).log.startup_stage(tail(server.child.log_path, 400_000))
             raise AttemptFailure(
                 FailureKind.STARTUP_TIMEOUT,
                 f"timeout: startup:{stage} — the server was not ready within {budget_s:.0f} s "
@@ -153,7 +151,7 @@ def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, A
     if server.engine == "vllm":
         return vllm_startup_record(server, seconds_to_ready)
     info = server_info(server)
-    facts: dict[str, Any] = dict(logparse.startup_facts(tail(server.child.log_path, 400_000)))
+    facts: dict[str, Any] = dict(adapter_for(server.engine).log.startup_facts(tail(server.child.log_path, 400_000)))
     facts["seconds_to_ready"] = round(seconds_to_ready, 3)
     facts.update(server_info_facts(info))  # never a null over the log's value
     facts["emulated"] = bool(info.get("emulated") or info.get("benchdeck_emulator"))
@@ -162,10 +160,10 @@ def startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, A
 
 
 def vllm_startup_record(server: EngineServer, seconds_to_ready: float) -> dict[str, Any]:
-    """A vLLM server's facts come from its log (runner/vllm_log.py): it has no
+    """A vLLM server's facts come from its log (domain/engines/vllm_log.py): it has no
     /server_info outside development mode.  ``emulated`` is left to the attempt, which
     knows the plan (a real vLLM's log never says so)."""
-    facts: dict[str, Any] = dict(vllm_log.startup_facts(tail(server.child.log_path, 400_000)))
+    facts: dict[str, Any] = dict(adapter_for("vllm").log.startup_facts(tail(server.child.log_path, 400_000)))
     facts["seconds_to_ready"] = round(seconds_to_ready, 3)
     facts["engine"] = "vllm"
     return facts

@@ -1,4 +1,5 @@
-"""The runner reads a vLLM server's log and /metrics (runner/vllm_log.py, runner/vllm_metrics.py).
+"""The runner reads a vLLM server's log and /metrics (domain/engines/vllm_log.py through the
+shared log reader, runner/vllm_metrics.py).
 
 Every log line and every /metrics family here is built at test time from the shipped wheels'
 sources (``.venv-vllm/src/<version>/vllm``, unpacked by ``scripts/setup_vllm_env.sh``): the
@@ -28,12 +29,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from domain.core.states import FailureKind
+from domain.engines.vllm_log import READY_LINES, VLLM_LOG
 from runner import telemetry
-from runner.vllm_log import READY_LINES, classify, find_failure, startup_facts, startup_stage
 from runner.vllm_metrics import VLLM_COUNTERS, VLLM_GAUGES, read_vllm_metrics, vllm_samples
 from tests.conftest import ROOT
 
 SRC = ROOT / ".venv-vllm" / "src"
+# vLLM's log through the shared reader, under the names the tests read it by.
+classify, find_failure, startup_facts, startup_stage = (VLLM_LOG.classify, VLLM_LOG.diagnose, VLLM_LOG.startup_facts,
+                                                        VLLM_LOG.startup_stage)
 NEW, OLD = "0.33.0", "0.11.2"
 VERSIONS = (NEW, OLD)
 TORCH_INDUCTOR = next((ROOT / ".venv-sglang" / "lib").glob("python3*/site-packages/torch/_inductor/utils.py"), None)

@@ -5,6 +5,7 @@ See :mod:`domain.engines.registry`.  Importing this package registers the shippe
 
 from domain.engines.registry import (
     EXTERNAL,
+    LOOPBACK,
     EngineAdapter,
     adapter_for,
     families,
@@ -19,5 +20,5 @@ from domain.engines.vllm import VLLM
 register(SGLANG)
 register(VLLM)
 
-__all__ = ["EXTERNAL", "SGLANG", "VLLM", "EngineAdapter", "adapter_for", "families", "register", "split_label",
-           "stored_engine", "unregister"]
+__all__ = ["EXTERNAL", "LOOPBACK", "SGLANG", "VLLM", "EngineAdapter", "adapter_for", "families", "register",
+           "split_label", "stored_engine", "unregister"]

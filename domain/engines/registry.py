@@ -10,10 +10,15 @@ registers the shipped ones; a test registers a toy one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.engines.log_reader import LogReader
+from domain.flags.dialect import FlagDialect
+
 EXTERNAL = "external"  # not a family: a server benchdeck did not start and has no adapter for
+LOOPBACK = "127.0.0.1"  # every engine server benchdeck starts listens here only
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,14 @@ class EngineAdapter:
     bench_backend: str  # bench_serving's --backend that speaks to this engine's server
     tokenize_prompt: bool  # whether that backend sends token ids (--tokenize-prompt)
     topologies: frozenset[str]  # the topology kinds benchdeck launches for this family
+    flags: FlagDialect  # its flags: schema dumps, value and argv syntax, drift, risk, policy
+    log: LogReader  # its log: fatal lines, start-up facts and stages
+    launch_module: tuple[str, ...]  # ``python -m <these>`` starts a real server
+    owned_flags: Callable[[str, str], list[str]]  # (model, port) -> the flags the runner sets itself
+    interpreter_setting: str  # the Settings field naming the engine's interpreter on a runner host
+    no_interpreter_key: str  # the check's warning where that setting is unset here
+    emulator_args: tuple[str, ...] = ()  # how ``python -m emulator`` is told to speak this engine
+    emulator_schema_dir: bool = False  # the emulator is told where the flag schemas are
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def label(self, emulated: bool) -> str:

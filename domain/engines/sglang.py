@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from domain.engines.registry import EngineAdapter
+from domain.engines.registry import LOOPBACK, EngineAdapter
+from domain.engines.sglang_log import SGLANG_LOG
+from domain.flags.dialects.sglang import SGLANG_FLAGS
+
+
+def owned_flags(model: str, port: str) -> list[str]:
+    """What the runner sets on every SGLang server: the model, loopback, its port, metrics on."""
+    return ["--model-path", model, "--host", LOOPBACK, "--port", port, "--enable-metrics"]
+
 
 SGLANG = EngineAdapter(
     family="sglang",
@@ -12,4 +20,11 @@ SGLANG = EngineAdapter(
     bench_backend="sglang",
     tokenize_prompt=True,
     topologies=frozenset({"aggregated", "router", "pd"}),
+    flags=SGLANG_FLAGS,
+    log=SGLANG_LOG,
+    launch_module=("sglang.launch_server",),
+    owned_flags=owned_flags,
+    interpreter_setting="sglang_python",
+    no_interpreter_key="check.no_sglang_here",
+    emulator_schema_dir=True,  # the emulator ships no schema of its own
 )

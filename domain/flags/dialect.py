@@ -60,18 +60,20 @@ class FlagDialect:
     # How a version's schema is found, where the engine has more than the shipped files
     # (SGLang: a runner host's dumped schema, schema.load_schema); None: the shipped file.
     load: Callable[[str, Path | None], Schema] | None = None
+    schema_dir: Path | None = None  # where its schema files are (None: domain/flags/schemas)
 
     def schema(self, version: str, schema_dir: Path | None = None) -> Schema:
         """The schema of ``version``; SchemaError if there is none."""
         if self.load is not None:
             return self.load(version, schema_dir)
-        return load_schema_file(schema_path(version, schema_dir, self.family), self.read_schema, self.name)
+        path = schema_path(version, schema_dir or self.schema_dir, self.family)
+        return load_schema_file(path, self.read_schema, self.name)
 
     def known_versions(self, schema_dir: Path | None = None) -> list[str]:
-        return known_versions(schema_dir, self.family)
+        return known_versions(schema_dir or self.schema_dir, self.family)
 
     def newest_version(self, schema_dir: Path | None = None) -> str:
-        return newest_version(schema_dir, self.family, self.name)
+        return newest_version(schema_dir or self.schema_dir, self.family, self.name)
 
     def all_schemas(self, schema_dir: Path | None = None) -> list[Schema]:
         """Every shipped schema, oldest first."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from domain.flags.dialect import FlagDialect
@@ -155,3 +156,35 @@ def _duplicate_issues(dialect: FlagDialect, args: Mapping[str, object], schema: 
 def nearest(flag: str, schema: Schema) -> tuple[str, ...]:
     """The real spellings closest to ``flag`` (a typo's likely meaning)."""
     return tuple(difflib.get_close_matches(flag, sorted(schema.names), n=_NEAREST_COUNT, cutoff=_NEAREST_CUTOFF))
+
+
+@dataclass(frozen=True)
+class VersionedCheck:
+    """What ``python -m runner check`` reports for a plan checked against several versions of
+    its engine, as text lines each prefixed with the version they are about."""
+
+    errors: tuple[str, ...]
+    warnings: tuple[str, ...]
+    detail: str
+
+
+def check_versions(
+    dialect: FlagDialect,
+    server_args: Mapping[str, object],
+    lang: str,
+    *,
+    model_dirs: Sequence[Path],
+    model: str | None = None,
+    versions: Sequence[str] | None = None,
+) -> VersionedCheck:
+    """``server_args`` against each shipped schema of ``dialect`` (``versions`` narrows them to
+    the plan's own), as lines like ``vLLM 0.33.0: --cuda-graph-sizes is gone ...``; ``detail``
+    adds each issue's reason, nearest names and translation."""
+    chosen = [v for v in dialect.known_versions() if versions is None or v in versions]
+    reports = {v: validate_flags(dialect, server_args, dialect.schema(v), model_dirs=model_dirs, model=model)
+               for v in chosen}
+    prefix = {v: f"{dialect.name} {v}: " for v in chosen}
+    errors = tuple(prefix[v] + i.message(lang) for v, r in reports.items() for i in r.errors)
+    warnings = tuple(prefix[v] + i.message(lang) for v, r in reports.items() for i in r.warnings)
+    detail = "\n".join(prefix[v] + i.text(lang) for v, r in reports.items() for i in r.issues)
+    return VersionedCheck(errors, warnings, detail)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from domain.core.i18n import t
 from domain.core.settings import Settings
-from domain.flags.dialects.vllm import newest_vllm_version, vllm_check_messages
+from domain.engines import adapter_for
 from domain.flags.policy import load_policy
 from domain.flags.schema import available_versions, newest_version
+from domain.flags.validate import check_versions
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
@@ -83,7 +84,13 @@ def role_checks(plan: RunPlan, settings: Settings, host_version: str | None = No
 def vllm_version_for(plan: RunPlan, host_version: str | None = None) -> str:
     """The vLLM version whose flags a vLLM plan is checked against: the plan's own, else
     the runner host's installed one, else the newest shipped schema (what the emulator speaks)."""
-    return plan.vllm_version or host_version or newest_vllm_version()
+    return engine_version_for(plan, host_version)
+
+
+def engine_version_for(plan: RunPlan, host_version: str | None = None) -> str:
+    """The version whose flags a plan of an engine other than SGLang is checked against: the
+    plan's own, else the runner host's, else the newest schema of its engine."""
+    return plan.engine_version or host_version or adapter_for(plan.engine).flags.newest_version()
 
 
 def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
@@ -91,11 +98,12 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     """``every_vllm_version`` (``python -m runner check``): a vLLM plan that pins no version is
     checked against every shipped vLLM schema, each line naming its version; otherwise
     against the version it will run with."""
-    if plan.is_vllm:
-        versions = None if every_vllm_version and plan.vllm_version is None else [vllm_version_for(plan, host_version)]
-        return _check_vllm_plan(plan, settings, lang, versions)
     if plan.external is not None:
         return _check_external_plan(plan, settings, lang)
+    if plan.engine != "sglang":
+        pinned = plan.engine_version is not None
+        versions = None if every_vllm_version and not pinned else [engine_version_for(plan, host_version)]
+        return _check_engine_plan(plan, settings, lang, versions)
     unknown = unknown_version_error(schema_version_for(plan, host_version), lang)
     if unknown is not None:
         return CheckReport(errors=[unknown], detail=unknown)
@@ -109,8 +117,7 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     report.warnings += [broken.text(lang) for broken in config.risk.broken]
     if config.memory is not None and (config.memory.verdict != "fits" or config.memory.warnings):
         report.warnings.append(config.memory.text(lang))
-    if plan.engine == "sglang" and not plan.emulated and settings.sglang_python is None:
-        report.warnings.append(t("check.no_sglang_here", lang))
+    report.warnings += no_interpreter_warnings(plan, settings, lang)
     context_errors = context_length_errors(plan, lang)
     report.errors += context_errors
     report.detail += "".join(f"\n{error}" for error in context_errors)  # the flag report does not carry them
@@ -122,15 +129,23 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     return report
 
 
-def _check_vllm_plan(plan: RunPlan, settings: Settings, lang: str, versions: list[str] | None) -> CheckReport:
-    """A vLLM plan's flags against those vLLM versions' schemas (None: every shipped one) and
-    the vLLM policy (domain/flags/dialects/vllm.py); no memory fit or contest-rule check (both
-    model SGLang)."""
-    check = vllm_check_messages(plan.server_args, lang, model_dirs=settings.model_dirs, model=plan.model,
-                                versions=versions)
+def no_interpreter_warnings(plan: RunPlan, settings: Settings, lang: str) -> list[str]:
+    """A real engine's plan checked where that engine's interpreter is not configured: a
+    runner with it will run the plan (the adapter names the setting and the warning)."""
+    adapter = adapter_for(plan.engine)
+    if plan.emulated or getattr(settings, adapter.interpreter_setting, None) is not None:
+        return []
+    return [t(adapter.no_interpreter_key, lang)]
+
+
+def _check_engine_plan(plan: RunPlan, settings: Settings, lang: str, versions: list[str] | None) -> CheckReport:
+    """A plan of an engine other than SGLang (vLLM's, or a family registered later): its flags
+    against those versions' schemas (None: every shipped one) and its engine's policy, through
+    its adapter's flag dialect; no memory fit or contest-rule check (both model SGLang)."""
+    check = check_versions(adapter_for(plan.engine).flags, plan.server_args, lang, model_dirs=settings.model_dirs,
+                           model=plan.model, versions=versions)
     report = CheckReport(errors=list(check.errors), warnings=list(check.warnings), detail=check.detail)
-    if plan.is_vllm and not plan.emulated and settings.vllm_python is None:
-        report.warnings.append(t("check.no_vllm_here", lang))
+    report.warnings += no_interpreter_warnings(plan, settings, lang)
     context_errors = context_length_errors(plan, lang)
     report.errors += context_errors
     thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)

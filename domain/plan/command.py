@@ -1,6 +1,7 @@
 """The engine command a run will execute, built the same way for the runner and the form.
 
-The runner owns ``--model-path``, ``--host`` (loopback), ``--port`` and ``--enable-metrics``;
+The runner owns the model, ``--host`` (loopback) and ``--port`` (SGLang also gets
+``--enable-metrics``, vLLM ``--served-model-name``: the engine adapter's ``owned_flags``);
 everything else comes from the plan's ``server_args``, rendered flag by flag against the
 chosen version's schema (exact names, never argparse's prefix matching).
 """
@@ -12,16 +13,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from domain.flags.argv import render_argv
-from domain.flags.dialects.vllm import render_vllm_argv
+from domain.engines import LOOPBACK, EngineAdapter, adapter_for
+from domain.flags.argv import render_flags
 from domain.flags.schema import SCHEMA_DIR
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import ServerSlot, Topology, router_concurrency_cap
 
-LOOPBACK = "127.0.0.1"
-RUNNER_FLAGS = ("--model-path", "--host", "--port", "--enable-metrics")
 PYTHON_PLACEHOLDER = "<sglang-python>"
-VLLM_PYTHON_PLACEHOLDER = "<vllm-python>"
 APP_PYTHON_PLACEHOLDER = "<app-python>"
 PORT_PLACEHOLDER = "<port>"
 
@@ -30,52 +28,35 @@ def server_argv(
     plan: RunPlan, *, python: str, port: int | str, version: str, tokenizer_dir: Path | None,
     app_python: str = sys.executable, slot: ServerSlot | None = None,
 ) -> list[str]:
-    """The exact engine command; the emulator takes the same flags as SGLang.  ``slot``
-    is one server of a router or PD topology: its own flags and GPU count."""
-    if plan.is_vllm:
-        return vllm_server_argv(plan, python=python, port=port, version=version, tokenizer_dir=tokenizer_dir,
-                                app_python=app_python)
-    if not plan.emulated:
-        head = [python, "-m", "sglang.launch_server"]
-    else:
-        head = [app_python, "-m", "emulator"]
-    argv = [*head, "--model-path", plan.model, "--host", LOOPBACK, "--port", str(port), "--enable-metrics"]
-    argv += render_argv(slot.server_args if slot else plan.server_args, version)
+    """The exact engine command, built from the plan's engine adapter (domain/engines/): the
+    engine's launch module with ``python`` (its interpreter), or benchdeck's emulator speaking
+    that engine with ``app_python``; then the flags the runner owns and the plan's flags in
+    the engine's syntax, rendered against the version's schema.  ``slot`` is one server of a
+    router or PD topology: its own flags and GPU count."""
+    adapter = adapter_for(plan.engine)
     if plan.emulated:
-        gpus = len(slot.gpu_ids) if slot else plan.gpu.count
-        # The emulator ships no schema of its own: it is told where benchdeck's are.
-        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(gpus),
-                 "--emulate-sglang-version", version, "--emulate-schema-dir", str(SCHEMA_DIR)]
-        if tokenizer_dir is not None:
-            argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
+        head = [app_python, "-m", "emulator", *adapter.emulator_args]
+    else:
+        head = [python, "-m", *adapter.launch_module]
+    args = slot.server_args if slot else plan.server_args
+    argv = [*head, *adapter.owned_flags(plan.model, str(port))]
+    argv += render_flags(adapter.flags, args, adapter.flags.schema(version))
+    if plan.emulated:
+        argv += _emulator_flags(adapter, plan, version, tokenizer_dir, len(slot.gpu_ids) if slot else plan.gpu.count)
     return argv
 
 
-# What the runner owns on a vLLM command line; served-model-name is the model as the plan
-# names it, so the client's --model and /metrics' model_name label are the plan's model.
-VLLM_RUNNER_FLAGS = ("--model", "--host", "--port", "--served-model-name")
-
-
-def vllm_server_argv(
-    plan: RunPlan, *, python: str, port: int | str, version: str, tokenizer_dir: Path | None,
-    app_python: str = sys.executable,
-) -> list[str]:
-    """A vLLM server: ``vllm serve``'s own entry module (``python -m vllm.entrypoints.cli.main
-    serve``, with a ``__main__`` guard in 0.11.2 and 0.33.0 alike, where
-    ``vllm.entrypoints.openai.api_server`` became a deprecated shim), or the emulator started as
-    vLLM.  Flags are rendered against the vLLM version's schema (domain/flags/dialects/vllm.py)."""
-    if not plan.emulated:
-        head = [python, "-m", "vllm.entrypoints.cli.main", "serve"]
-    else:
-        head = [app_python, "-m", "emulator", "--emulate-engine", "vllm"]
-    argv = [*head, "--model", plan.model, "--host", LOOPBACK, "--port", str(port),
-            "--served-model-name", plan.model]
-    argv += render_vllm_argv(plan.server_args, version)
-    if plan.emulated:
-        argv += ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(plan.gpu.count),
-                 "--emulate-vllm-version", version]
-        if tokenizer_dir is not None:
-            argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
+def _emulator_flags(adapter: EngineAdapter, plan: RunPlan, version: str, tokenizer_dir: Path | None,
+                    gpus: int) -> list[str]:
+    """What the emulator is told that a real engine finds out itself: the GPUs it pretends
+    to have, the engine version it speaks, where that version's schema is (the emulator
+    ships none of its own) and the tokenizer it counts with."""
+    argv = ["--emulate-gpu", plan.gpu.type, "--emulate-gpu-count", str(gpus),
+            f"--emulate-{adapter.family}-version", version]
+    if adapter.emulator_schema_dir:
+        argv += ["--emulate-schema-dir", str(SCHEMA_DIR)]
+    if tokenizer_dir is not None:
+        argv += ["--emulate-tokenizer-dir", str(tokenizer_dir)]
     return argv
 
 
@@ -100,7 +81,7 @@ def worker_argv(
 def command_preview(plan: RunPlan, version: str) -> str:
     """The command as the runner will run it, with placeholders for what is only known at
     launch (the interpreter path on the runner host, and the free port it picks)."""
-    python = VLLM_PYTHON_PLACEHOLDER if plan.is_vllm and not plan.emulated else PYTHON_PLACEHOLDER
+    python = PYTHON_PLACEHOLDER if plan.emulated else f"<{plan.engine}-python>"
     argv = server_argv(plan, python=python, port=PORT_PLACEHOLDER, version=version,
                        tokenizer_dir=None, app_python=APP_PYTHON_PLACEHOLDER)
     return shlex.join(argv).replace(f"'{python}'", python).replace(

@@ -53,7 +53,7 @@ from domain.flags.risk import (
 )
 from domain.flags.schema import FlagSpec, Schema, SchemaError, strip_dashes
 from domain.flags.strings import free_text_problem, has_control_characters, has_non_ascii_digit, plain_value_problem
-from domain.flags.validate import nearest, validate_flags
+from domain.flags.validate import VersionedCheck, check_versions, nearest, validate_flags
 from domain.flags.values import parse_json, shown_value, walk_json
 
 ENGINE = "vllm"
@@ -519,13 +519,7 @@ def check_vllm_plan(
     }
 
 
-@dataclass(frozen=True)
-class VllmCheck:
-    """What ``python -m runner check`` reports for an ``engine: vllm`` plan, as text lines."""
-
-    errors: tuple[str, ...]
-    warnings: tuple[str, ...]
-    detail: str
+VllmCheck = VersionedCheck
 
 
 def vllm_check_messages(
@@ -535,16 +529,10 @@ def vllm_check_messages(
     model_dirs: Sequence[Path],
     model: str | None = None,
     versions: Sequence[str] | None = None,
-) -> VllmCheck:
-    """:func:`check_vllm_plan` as lines prefixed with the vLLM version they are about
-    (``vLLM 0.33.0: --cuda-graph-sizes is gone ...``); ``detail`` adds each issue's reason,
-    nearest names and translation. ``versions`` narrows to the plan's pinned version."""
-    reports = check_vllm_plan(server_args, model_dirs=model_dirs, model=model)
-    chosen = {v: r for v, r in reports.items() if versions is None or v in versions}
-    errors = tuple(f"vLLM {v}: {i.message(lang)}" for v, r in chosen.items() for i in r.errors)
-    warnings = tuple(f"vLLM {v}: {i.message(lang)}" for v, r in chosen.items() for i in r.warnings)
-    detail = "\n".join(f"vLLM {v}: {i.text(lang)}" for v, r in chosen.items() for i in r.issues)
-    return VllmCheck(errors, warnings, detail)
+) -> VersionedCheck:
+    """:func:`domain.flags.validate.check_versions` for vLLM (every shipped version unless
+    ``versions`` narrows to the plan's pinned one)."""
+    return check_versions(VLLM_FLAGS, server_args, lang, model_dirs=model_dirs, model=model, versions=versions)
 
 
 def render_vllm_argv(server_args: Mapping[str, object], version: str, *, schema: Schema | None = None) -> list[str]:

@@ -1,6 +1,5 @@
-"""Reading a vLLM server's log: start-up facts and stages, and what a fatal line means.
-
-The vLLM counterpart of runner/logparse.py (which reads SGLang); the wordings are vLLM's own,
+"""vLLM's log, as the shared reader (``log_reader.py``) reads it: start-up facts and stages,
+and what a fatal line means.  The wordings are vLLM's own,
 read from the two shipped wheels' sources (``.venv-vllm/src/<version>/vllm``, 0.33.0 and
 0.11.2), and tests/test_vllm_reading.py builds its log lines from those sources.
 
@@ -8,11 +7,11 @@ A vLLM log line is ``(<process> pid=<n>) <LEVEL> <MM-DD HH:MM:SS> [<file>:<line>
 (0.33.0 ``vllm/logger.py``; 0.11.2 writes the same, its ``(<process> pid=<n>)`` from a
 coloured stdout wrapper), and a logged multi-line message (a traceback from
 ``logger.exception``) repeats that header on every line (``NewLineFormatter``).  Each line is
-unwrapped (``logparse.unwrap``: collectors' prefixes, ANSI colours, the process prefix) and
+unwrapped (``log_reader.unwrap``: collectors' prefixes, ANSI colours, the process prefix) and
 then loses the level/time/file header, so a traceback reads as Python printed it.
 
-Start-up facts (:func:`startup_facts`).  Keys that mean what SGLang's do carry SGLang's names
-(``logparse.startup_facts``), so the run page, frames and comparisons read both engines alike:
+Start-up facts (``VLLM_LOG.startup_facts``).  Keys that mean what SGLang's do carry SGLang's
+names (``sglang_log.py``), so the run page, frames and comparisons read both engines alike:
 
 * ``kv_cache_tokens`` and ``max_total_num_tokens``: the KV cache in tokens, "GPU KV cache size:
   N tokens" (what SGLang logs as ``#tokens`` and as ``max_total_num_tokens``; frames.py and
@@ -42,7 +41,7 @@ New keys, vLLM's alone:
   enabled with max_num_batched_tokens=N." (not SGLang's ``chunked_prefill_size``: vLLM's budget
   holds decode tokens too).
 
-How a log is read (:func:`find_failure`) follows logparse: harmless lines never classify, nor
+How a log is read follows the shared reader: harmless lines never classify, nor
 does the traceback of one failed request; a line naming a cause beats an exit code's
 inference, which beats a line that only reports a crash; among equals the last one wins.
 """
@@ -52,7 +51,7 @@ from __future__ import annotations
 import re
 
 from domain.core.states import FailureKind
-from runner.logparse import EXCEPTION_LINE, INFERRED, REPORT, Diagnosis, FatalPattern, LogReader, log_lines
+from domain.engines.log_reader import EXCEPTION_LINE, INFERRED, REPORT, FatalPattern, LogReader, log_lines
 
 
 def _p(text: str) -> re.Pattern[str]:
@@ -60,16 +59,16 @@ def _p(text: str) -> re.Pattern[str]:
 
 
 # 0.11.2 colours its process prefix ("\033[1;36m(APIServer pid=7)\033[0;0m "): every colour
-# code goes, not only the first that logparse.unwrap strips.
+# code goes, not only the first that log_reader.unwrap strips.
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")
-# The process prefix again: under a docker compose prefix logparse.unwrap strips that one only.
+# The process prefix again: under a docker compose prefix log_reader.unwrap strips that one only.
 _PROCESS = re.compile(r"^\([^()]*\bpid=\d+[^()]*\) ")
 # vLLM's header after the process prefix: "INFO 12-02 00:21:42 [core.py:1586] ".
 _HEADER = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[[^\]]*\] ")
 
 
 def messages(log_text: str) -> list[str]:
-    """The log's lines as the messages vLLM logged: unwrapped (``logparse.unwrap``), without
+    """The log's lines as the messages vLLM logged: unwrapped (``log_reader.unwrap``), without
     colours, the process prefix or the level/time header."""
     lines = (_PROCESS.sub("", line, count=1) for line in log_lines(_COLOUR.sub("", log_text)))
     return [_HEADER.sub("", line, count=1) for line in lines]
@@ -150,21 +149,6 @@ def _traceback_meaning(frames: list[str]) -> FatalPattern:
     return FatalPattern(EXCEPTION_LINE, FailureKind.SERVER_CRASH, _CRASH_HINT, tier=REPORT)
 
 
-# The traceback walk and the choice between findings are logparse's (runner/logparse.py
-# LogReader); only the patterns are vLLM's.
-VLLM_LOG = LogReader(HARMLESS_PATTERNS, FATAL_PATTERNS, _REQUEST_ERROR, _traceback_meaning)
-
-
-def find_failure(log_text: str) -> Diagnosis | None:
-    """The failure a vLLM log shows, or None where it shows none."""
-    return VLLM_LOG.find_failure(messages(log_text))
-
-
-def classify(log_text: str, *, default: FailureKind) -> Diagnosis:
-    """The failure kind a vLLM log shows; ``default`` (with no line) if it shows none."""
-    return find_failure(log_text) or Diagnosis(default, "", "")
-
-
 _FLOAT = r"([0-9]+(?:\.[0-9]+)?)"
 _COUNT = r"([0-9][0-9,]*)"  # vLLM writes token counts with thousands separators: "1,234,560"
 _STARTUP_LINES: dict[str, tuple[re.Pattern[str], ...]] = {
@@ -192,32 +176,12 @@ _COUNTS = frozenset({"kv_cache_tokens", "max_total_num_tokens", "context_len", "
                      "max_num_batched_tokens"})
 
 
-def _fact_value(key: str, text: str) -> float:
-    """A start-up fact's text as a number: an int for a count (thousands separated by commas), else a float."""
-    return int(text.replace(",", "")) if key in _COUNTS else float(text)
-
-
-def startup_facts(log_text: str) -> dict[str, float]:
-    """The start-up facts of the module docstring found in a vLLM log; counts are ints.  Each
-    key's patterns are tried in order and the first match wins (the first engine's line:
-    data-parallel engines log the same)."""
-    text = "\n".join(messages(log_text))
-    facts: dict[str, float] = {}
-    for key, patterns in _STARTUP_LINES.items():
-        for pattern in patterns:
-            match = pattern.search(text)
-            if match:
-                facts[key] = _fact_value(key, match.group(pattern.groups))
-                break
-    return facts
-
-
 # The API server is up: vLLM's port line (0.33.0; 0.11.2 numbers its API servers), logged
 # just before uvicorn serves, and uvicorn's own (uvicorn does not print "Uvicorn running on"
 # when given a socket, as vLLM gives it).
 READY_LINES = ("Starting vLLM server on ", "Starting vLLM API server ", "Application startup complete.")
 
-# vLLM's start-up in order, named as logparse.startup_stage names SGLang's.  There is no
+# vLLM's start-up in order, named as sglang_log.py names SGLang's.  There is no
 # "warmup" stage: vLLM warms up inside the engine, before the HTTP server starts.
 _STAGE_MARKERS = (
     ("weights", re.compile(r"Starting to load model ")),
@@ -228,14 +192,6 @@ _STAGE_MARKERS = (
 )
 
 
-def startup_stage(log_text: str) -> str:
-    """Where a vLLM start-up got to: ``init`` (before weight loading: process start,
-    distributed init), ``weights``, ``kv_cache`` (memory profiling, KV allocation),
-    ``cuda_graphs`` (capture and warm-up), ``http_server`` (engine ready, API server not yet
-    up) or ``ready``."""
-    text = "\n".join(messages(log_text))
-    stage = "init"
-    for name, pattern in _STAGE_MARKERS:
-        if pattern.search(text):
-            stage = name
-    return stage
+# The reader is the shared one (domain/engines/log_reader.py); only the wordings are vLLM's.
+VLLM_LOG = LogReader(HARMLESS_PATTERNS, FATAL_PATTERNS, _REQUEST_ERROR, _traceback_meaning, messages=messages,
+                     startup_lines=_STARTUP_LINES, counts=_COUNTS, stages=_STAGE_MARKERS)
