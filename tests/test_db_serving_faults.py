@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page
 from streamlit.testing.v1 import AppTest
 
 from db import DbHolderNotAnswering, Store, serving, wire
@@ -25,6 +26,7 @@ from db import queries as q
 from db.store import utcnow
 from tests.conftest import ROOT
 from tests.support.actors import admin
+from tests.support.app_server import running_app, screenshot
 from tests.support.line_peer import LinePeer
 
 # Short, so that the deadline's effect shows in seconds.
@@ -141,6 +143,33 @@ def test_the_app_says_the_runner_is_not_answering_and_recovers_when_it_resumes(a
         at.run()  # the page's next run (its fragments rerun every few seconds)
         assert not at.exception
         assert not any("busy" in w.value.lower() for w in at.warning), [w.value for w in at.warning]
+    finally:
+        holding.close()
+
+
+@pytest.mark.browser
+def test_in_a_browser_the_runs_page_says_the_runner_is_not_answering_and_recovers_by_itself(
+        env: dict[str, str], browser_page: Page, db_path: Path) -> None:
+    """The runs page's live part reruns every 2 s: it shows the warning while the runner is
+    stopped and its tables again once the runner resumes, with no reload and no restart."""
+    env["BENCHDECK_LANGUAGE"] = "en"
+    Store(db_path).migrate()
+    holding = Holder(db_path)
+    page = browser_page
+    try:
+        assert holding.ask("claim")["serves"]
+        with running_app(env) as url:
+            page.goto(f"{url}/runs")
+            page.get_by_text("Runner hosts").wait_for(timeout=60_000)
+            os.kill(holding.proc.pid, signal.SIGSTOP)
+            try:
+                page.get_by_text("Database busy (runner not answering)").wait_for(timeout=20_000)
+                screenshot(page, "runs-runner-not-answering-en")
+            finally:
+                os.kill(holding.proc.pid, signal.SIGCONT)
+            page.get_by_text("Database busy (runner not answering)").wait_for(state="detached", timeout=30_000)
+            page.get_by_text("Runner hosts").wait_for(timeout=30_000)
+        assert holding.ask("write after")["serves"]  # the same process serves on
     finally:
         holding.close()
 
