@@ -91,6 +91,7 @@ from pages.parts.common import (
     store,
 )
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, advanced_section, apply_translation, levers_section
+from pages.parts.local_models import local_models_section
 from pages.parts.topology_editor import topology_section
 from pages.parts.vllm_carry import carry_section
 from pages.parts.vllm_levers import vllm_advanced_section, vllm_levers_section
@@ -251,7 +252,7 @@ def live_checks(plan: RunPlan | None, problems: list[str], host_version: str | N
     assert config is not None  # noqa: S101 - check_plan always sets it
     roles = role_checks(plan, settings, host_version) if plan.topology.kind != "aggregated" else []
     _flag_issues(config, roles)
-    for error in context_length_errors(plan, lang):  # ISL + OSL past the context: every such request is refused
+    for error in context_length_errors(plan, lang, settings.model_dirs):  # ISL + OSL past the context: refused
         st.error(error)
     for warning in default_backend_warnings(plan, lang):  # the runner refuses it where the package is missing
         st.warning(warning, icon=":material/warning:")
@@ -447,6 +448,7 @@ with b2.container():  # the engine's own version list, in one place whichever it
         slot_under(st, "b.version")
 b2.text_input(t("build.model", lang), key="b.model", help=t("build.model_help", lang))
 slot_under(b2, "b.model")
+local_models_section(b2, settings.model_dirs, lang)
 b3.selectbox(t("build.gpu_type", lang), [*GPUS, "custom"], key="b.gpu_type")
 if st.session_state["b.gpu_type"] == "custom":
     b3.text_input(t("build.gpu_custom", lang), key="b.gpu_custom")

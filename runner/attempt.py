@@ -58,6 +58,7 @@ from runner.bench_client import (
 from runner.lease import StopState
 from runner.lifeline import wrap
 from runner.liveness import LivenessProbe, LivenessRule
+from runner.model_access import model_problem, server_env
 from runner.server_log import LogRotation
 from runner.telemetry import (
     GpuScopeError,
@@ -186,6 +187,9 @@ class AttemptExecution:
                 plan, self._host_version_for(plan))
             ctx.engine_version = version
             self._validate_at_the_edge(plan, version)
+            missing = model_problem(plan, self.settings)
+            if missing is not None:  # the same plan finds the same disk: never retried
+                raise server_process.AttemptFailure(FailureKind.BAD_ARGS, missing)
             ctx.gpus = self._run_gpus()
             self._guard_gpus()
         if ctx.writer.cancel_requested():
@@ -234,7 +238,7 @@ class AttemptExecution:
             plan=plan, version=str(ctx.engine_version), sglang_python=str(settings.sglang_python or ""),
             router_python=str(settings.router_python),
             tokenizer_dir=settings.tokenizer_dir if plan.emulated else None,
-            attempt_dir=launch_dir, env=dict(os.environ), ports=topo.PortPicker(*settings.engine_port_range),
+            attempt_dir=launch_dir, env=server_env(plan, settings), ports=topo.PortPicker(*settings.engine_port_range),
             on_launch=self._on_launch, rotation=LogRotation.from_settings(settings),
             wrap_argv=wrap if ctx.die_with_parent else None, before_launch=self._audit_launch,
             vllm_python=str(settings.vllm_python or ""),

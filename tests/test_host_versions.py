@@ -5,6 +5,7 @@ refusal naming the versions that exist; a run no runner can claim says why."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from runner.schema_sync import installed_schema
 from tests.conftest import ROOT
 from tests.plans import MINIMAL_PLAN_YAML, minimal_plan
 from tests.support.actors import admin
+from tests.support.hf_cache import make_hf_cache
 
 HOST_PYTHON = ROOT / ".venv-sglang-host" / "bin" / "python"
 HOST_VERSION = "0.5.22"
@@ -150,7 +152,9 @@ def _no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 def test_a_0522_host_validates_claims_and_explains(env: dict[str, str], tmp_path: Path,
                                                   host_dump: dict[str, Any]) -> None:
     """The Done-when of issue 40's first item, end to end through the real CLI and daemon."""
-    env = dict(env, BENCHDECK_SGLANG_PYTHON=str(HOST_PYTHON), BENCHDECK_STARTUP_TIMEOUT_S="120")
+    make_hf_cache(tmp_path / "models")  # the plans' Qwen/Qwen3-30B-A3B, in the HF cache layout
+    env = dict(env, BENCHDECK_SGLANG_PYTHON=str(HOST_PYTHON), BENCHDECK_STARTUP_TIMEOUT_S="120",
+               BENCHDECK_MODEL_DIRS=json.dumps([str(tmp_path / "models")]))
     pinned, unpinned = _plan_file(tmp_path, "pinned", HOST_VERSION), _plan_file(tmp_path, "unpinned", None)
     before = _cli(env, "check", str(pinned))  # no runner has registered yet: nothing has 0.5.22
     _no_traceback(before)

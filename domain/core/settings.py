@@ -101,6 +101,11 @@ class Settings(BaseSettings):
         default_factory=lambda: [PROJECT_ROOT / "data" / "models"],
         description="Directories a model path may resolve into (JSON list).",
     )
+    allow_model_downloads: bool = Field(
+        default=False,
+        description="Let a real engine's server fetch a model from a hub; off: servers run with HF_HUB_OFFLINE=1 "
+        "and a plan whose model is not on this host's disk (BENCHDECK_MODEL_DIRS) is refused at submit.",
+    )
     flag_policy_file: Path | None = Field(
         default=None,
         description="Security policy for flags (forbidden flags, allowed hosts); unset = the shipped "

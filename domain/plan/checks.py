@@ -9,7 +9,9 @@ the estimate is an estimate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from domain.core.i18n import t
 from domain.core.settings import Settings
@@ -18,6 +20,7 @@ from domain.flags.policy import load_policy
 from domain.flags.schema import available_versions, newest_version
 from domain.flags.validate import check_versions
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
+from domain.plan.local_models import local_context_length, model_disk_errors
 from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
 from domain.plan.thinking import is_set, template_problem
@@ -118,7 +121,10 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     if config.memory is not None and (config.memory.verdict != "fits" or config.memory.warnings):
         report.warnings.append(config.memory.text(lang))
     report.warnings += no_interpreter_warnings(plan, settings, lang)
-    context_errors = context_length_errors(plan, lang)
+    model_errors = real_model_errors(plan, settings, lang)
+    report.errors += model_errors
+    report.detail += "".join(f"\n{error}" for error in model_errors)
+    context_errors = context_length_errors(plan, lang, settings.model_dirs)
     report.errors += context_errors
     report.detail += "".join(f"\n{error}" for error in context_errors)  # the flag report does not carry them
     report.warnings += default_backend_warnings(plan, lang)
@@ -146,13 +152,27 @@ def _check_engine_plan(plan: RunPlan, settings: Settings, lang: str, versions: l
                            model=plan.model, versions=versions)
     report = CheckReport(errors=list(check.errors), warnings=list(check.warnings), detail=check.detail)
     report.warnings += no_interpreter_warnings(plan, settings, lang)
-    context_errors = context_length_errors(plan, lang)
+    model_errors = real_model_errors(plan, settings, lang)
+    report.errors += model_errors
+    report.detail += "".join(f"\n{error}" for error in model_errors)
+    context_errors = context_length_errors(plan, lang, settings.model_dirs)
     report.errors += context_errors
     thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)
     report.errors += thinking_errors
     report.warnings += thinking_warnings
     report.detail += "".join(f"\n{line}" for line in context_errors + thinking_errors + thinking_warnings)
     return report
+
+
+def real_model_errors(plan: RunPlan, settings: Settings, lang: str) -> list[str]:
+    """A real engine reads the model from this host's disk (domain/plan/local_models.py):
+    refused here when this host runs that engine (app and runner share the host); where it
+    does not, the runner host's disk is not this one, and the runner checks before launch."""
+    if plan.emulated or plan.is_external or getattr(settings, adapter_for(plan.engine).interpreter_setting,
+                                                     None) is None:
+        return []
+    return model_disk_errors(plan.model, settings.model_dirs, downloads_allowed=settings.allow_model_downloads,
+                             lang=lang)
 
 
 def external_endpoint_error(plan: RunPlan, settings: Settings, lang: str) -> str | None:
@@ -179,7 +199,7 @@ def _check_external_plan(plan: RunPlan, settings: Settings, lang: str) -> CheckR
     report.warnings.append(t("check.external_declared", lang, engine=plan.external.engine,
                              version=plan.external.version or "?", model=plan.model,
                              gpus=f"{plan.gpu.count}× {plan.gpu.type}"))
-    report.errors += context_length_errors(plan, lang)
+    report.errors += context_length_errors(plan, lang, settings.model_dirs)
     thinking_errors, thinking_warnings = thinking_checks(plan, settings, lang)
     report.errors += thinking_errors
     report.warnings += thinking_warnings
@@ -215,13 +235,17 @@ def default_backend_warnings(plan: RunPlan, lang: str) -> list[str]:
     return [t("check.pd_backend_default", lang, roles=", ".join(roles), backend=DEFAULT_BACKEND, package=needs[1])]
 
 
-def context_length(plan: RunPlan) -> tuple[int, str] | None:
+def context_length(plan: RunPlan, model_dirs: Sequence[Path] = ()) -> tuple[int, str] | None:
     """The context length the server will enforce and where it comes from: the plan's
-    ``context-length`` flag, else the preset model's ``max_position_embeddings`` (what
-    SGLang defaults to); None for a model benchdeck does not know."""
+    ``context-length`` flag, else the ``max_position_embeddings`` of the model's config.json
+    on this host's disk, else of the preset model (what SGLang defaults to); None for a model
+    benchdeck does not know."""
     flag = plan.server_args.get("context-length")
     if isinstance(flag, int) and not isinstance(flag, bool) and flag > 0:
         return flag, "--context-length"
+    local = local_context_length(plan.model, model_dirs)
+    if local is not None:
+        return local
     preset = model_preset_for(plan.model)
     if preset is None:
         return None
@@ -230,11 +254,11 @@ def context_length(plan: RunPlan) -> tuple[int, str] | None:
     return preset.max_position_embeddings, preset.hf_id
 
 
-def context_length_errors(plan: RunPlan, lang: str) -> list[str]:
+def context_length_errors(plan: RunPlan, lang: str, model_dirs: Sequence[Path] = ()) -> list[str]:
     """A scenario whose longest request does not fit the context: the server refuses
     each such request (SGLang checks input >= context and input + output > context), so
     the point would measure refusals.  Random lengths never exceed the scenario's."""
-    known = context_length(plan)
+    known = context_length(plan, model_dirs)
     if known is None:
         return []
     limit, source = known

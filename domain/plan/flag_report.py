@@ -20,6 +20,7 @@ from domain.flags.policy import Policy
 from domain.flags.risk import DEFAULT_PROFILE, RiskReport, assess_risk
 from domain.flags.schema import Schema, load_schema
 from domain.flags.validate import validate_server_args
+from domain.plan.local_models import model_shape_for
 from domain.plan.memory_fit import MemoryFit, memory_fit_for_args
 from domain.plan.presets import gpu_preset, model_preset_for
 
@@ -62,7 +63,7 @@ def check_configuration(
     schema = schema or load_schema(version)
     flags = validate_server_args(server_args, version, model_dirs=model_dirs, model=model, policy=policy, schema=schema)
     risk = assess_risk(server_args, version, profile, schema=schema)
-    model_preset = model_preset_for(model) if model else None
+    model_preset = model_shape_for(model, model_dirs) if model else None
     gpu = gpu_preset(gpu_type) if gpu_type else None
     memory = None
     if model_preset is not None and gpu is not None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from domain.core.markdown import streamlit_md_text
+from domain.core.settings import get_settings
 from domain.flags.issues import FlagIssue
 from domain.plan.checks import context_length_errors
 from domain.plan.form_input import readable_problems
@@ -115,7 +116,7 @@ def scenario_length_errors(plan: RunPlan, lang: str) -> FieldErrors:
     for scenario in plan.benchmark.scenarios:
         alone = plan.model_copy(update={"benchmark": plan.benchmark.model_copy(update={"scenarios": [scenario]})})
         key = CUSTOM_SCENARIO_SLOT if scenario.name == CUSTOM_SCENARIO else "b.scenarios"
-        _add(errors, key, context_length_errors(alone, lang))
+        _add(errors, key, context_length_errors(alone, lang, get_settings().model_dirs))
     return errors
 
 

@@ -1,0 +1,37 @@
+"""What a real engine's server reads from this host's disk, checked and set before launch:
+every weight shard the index names, the config and the tokenizer files are there and
+readable (domain/plan/local_models.py), and the server runs offline (``HF_HUB_OFFLINE=1``)
+unless BENCHDECK_ALLOW_MODEL_DOWNLOADS, with an HF id found in a cache layout under
+BENCHDECK_MODEL_DIRS read from there (``HF_HUB_CACHE``)."""
+
+from __future__ import annotations
+
+import os
+
+from domain.core.settings import Settings
+from domain.plan.local_models import find_hf_id, model_disk_errors
+from domain.plan.run_plan import RunPlan
+
+REAL_ENGINES = ("sglang", "vllm")
+
+
+def model_problem(plan: RunPlan, settings: Settings) -> str | None:
+    """Why the server could not read its model here (English, for the attempt's message)."""
+    if plan.engine not in REAL_ENGINES:
+        return None
+    errors = model_disk_errors(plan.model, settings.model_dirs, downloads_allowed=settings.allow_model_downloads,
+                               lang="en")
+    return " ".join(errors) or None
+
+
+def server_env(plan: RunPlan, settings: Settings) -> dict[str, str]:
+    """The environment a plan's servers start with."""
+    env = dict(os.environ)
+    if plan.engine not in REAL_ENGINES:
+        return env
+    if not settings.allow_model_downloads:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    snapshot = None if os.path.isabs(plan.model) else find_hf_id(plan.model, settings.model_dirs)
+    if snapshot is not None:
+        env["HF_HUB_CACHE"] = str(snapshot.parents[2])  # <cache>/models--Org--Name/snapshots/<sha>
+    return env
