@@ -48,12 +48,13 @@ from domain.plan.form_input import readable_problems
 from domain.plan.naming import slug
 from domain.plan.placeholder_commands import router_command, worker_command
 from domain.plan.plan_io import PlanError, dump_plan, load_plan, plan_from_mapping
-from domain.plan.presets import CONFIG_PRESETS, GPUS, config_preset, preset_plan, quick_demo_plan
+from domain.plan.presets import CONFIG_PRESETS, GPUS, QUICK_PRESET_KEY, config_preset, preset_plan, quick_demo_plan
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import DEFAULT_CONCURRENCY, SCENARIO_PRESETS, RunPlan
 from domain.plan.thinking import CHAT_BACKEND
 from domain.plan.topology import layout
 from domain.plan.topology_drawing import role_name
+from pages.parts import variant
 from pages.parts.auth import can, current_actor
 from pages.parts.build_field_errors import (
     CUSTOM_SCENARIO_SLOT,
@@ -106,7 +107,8 @@ def start_from_section() -> None:
     st.subheader(t("build.start_from", lang))
     c1, c2, c3 = st.columns([2, 1, 2])
     options = [p.key for p in CONFIG_PRESETS]
-    chosen = c1.selectbox(t("build.preset", lang), options, format_func=lambda k: config_preset(k).name[lang])
+    chosen = c1.selectbox(t("build.preset", lang), options, index=_preset_shown(options),
+                          format_func=lambda k: config_preset(k).name[lang])
     c1.caption(config_preset(chosen).description[lang])
     if c2.button(t("build.load_preset", lang), width="stretch"):
         load_plan_into_form(preset_plan(chosen), f"preset:{chosen}")
@@ -114,7 +116,7 @@ def start_from_section() -> None:
     if c2.button(t("build.quick_preset", lang), width="stretch", type="primary"):
         load_plan_into_form(quick_demo_plan(), "quick")
         st.rerun()
-    uploaded = c3.file_uploader(t("build.upload", lang), type=["yaml", "yml"])
+    uploaded = c3.file_uploader(t("build.upload", lang), type=["yaml", "yml"], help=t("build.upload_help", lang))
     if uploaded is not None and st.session_state.get(LOADED_FROM) != f"file:{uploaded.file_id}":
         try:
             plan = load_plan(uploaded.getvalue().decode("utf-8", errors="replace"), max_bytes=settings.max_plan_bytes)
@@ -126,6 +128,14 @@ def start_from_section() -> None:
     origin = st.session_state.get(LOADED_FROM, "")
     if origin.startswith("run:"):
         st.info(t("build.duplicated_from", lang, run_id=origin[4:]), icon=":material/content_copy:")
+
+
+def _preset_shown(options: list[str]) -> int:
+    """The preset the form was loaded from (the Quick preset is built on
+    :data:`domain.plan.presets.QUICK_PRESET_KEY`), so the box never names another than the form holds."""
+    origin = str(st.session_state.get(LOADED_FROM, ""))
+    key = QUICK_PRESET_KEY if origin == "quick" else origin.removeprefix("preset:")
+    return options.index(key) if key in options else 0
 
 
 # --- benchmark plan ------------------------------------------------------------------
@@ -362,6 +372,7 @@ def _queue(plan: RunPlan) -> int | None:
     if guard.failed:
         return None
     remember_queued(run_id)
+    variant.announce(run_id, lang)
     clear_run_caches()
     return run_id
 
@@ -369,10 +380,11 @@ def _queue(plan: RunPlan) -> int | None:
 def _queued_panel(run_id: int) -> None:
     """Where this form instance went, and the deliberate way to queue another from it."""
     st.success(t("queue.queued", lang, run_id=run_id), icon=":material/check_circle:")
-    c1, c2 = st.columns([1, 3], vertical_alignment="center")
+    c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="center")
     c1.page_link("pages/run.py", label=t("submit.open_run", lang, run_id=run_id), icon=":material/open_in_new:",
                  query_params={"run": str(run_id)})
-    c2.button(t("submit.queue_another", lang), key=ANOTHER_BUTTON, icon=":material/add:",
+    variant.compare_link(c2, run_id, st.session_state.get(LOADED_FROM, ""), lang)
+    c3.button(t("submit.queue_another", lang), key=ANOTHER_BUTTON, icon=":material/add:",
               on_click=reset_idempotency_key, help=t("submit.queue_another_help", lang))
 
 
@@ -482,6 +494,7 @@ with left:
         else:
             schema = load_schema(st.session_state["b.version"])
             levers_section(schema, lang)
+            variant.focus_first_lever()
             advanced_section(schema, lang)
     benchmark_section()
 current: RunPlan | None

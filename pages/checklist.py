@@ -59,6 +59,20 @@ def _cell_style(value: object) -> str:
     return "color: #9a6700"
 
 
+def risk_table(risk: pd.DataFrame) -> pd.DataFrame:
+    """The risk columns in the page's language: headers and risk levels named, lists joined."""
+    return pd.DataFrame({
+        t("col.id", lang): [f"#{r}" for r in risk["run_id"]],
+        t("checklist.col.risk_version", lang): risk["risk_version"],
+        t("checklist.col.highest_risk", lang): [t(f"flags.risk.level.{v}", lang) if isinstance(v, str) else "—"
+                                                for v in risk["highest_risk"]],
+        t("checklist.col.broken_rules", lang): [", ".join(v) for v in risk["broken_rules"]],
+        t("checklist.col.unclassified_flags", lang): [", ".join(f"--{f}" for f in flags)
+                                                     for flags in risk["unclassified_flags"]],
+        t("checklist.col.notes", lang): [", ".join(v) for v in risk["notes"]],
+    })
+
+
 selection = pick(lang)
 if selection is not None:
     result = comparison(selection, lang)
@@ -71,7 +85,6 @@ if selection is not None:
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
         st.caption(t("compare_page.fatal_legend", lang))
         st.subheader(t("checklist.risk", lang))
-        risk = comparability.risk_columns(result.frame)
-        st.dataframe(risk, hide_index=True, width="stretch")
+        st.dataframe(risk_table(comparability.risk_columns(result.frame)), hide_index=True, width="stretch")
         st.page_link("pages/compare.py", label=t("checklist.to_compare", lang), icon=":material/compare_arrows:",
                      query_params=dict(st.query_params))

@@ -5,6 +5,7 @@ live chart, telemetry sparklines, and the actions (cancel, re-run, duplicate, co
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from db import LostRace
 from db.rows import AttemptRow, PointRow, RunRow, TelemetryRow
 from domain.core.access import Action, PermissionDenied
 from domain.core.i18n import t
+from domain.core.markdown import streamlit_md_text
 from domain.core.settings import get_settings
 from domain.importer.records import is_imported_plan
 from domain.plan.claimability import waiting_reason
@@ -69,33 +71,43 @@ def _run_id() -> int | None:
 
 
 def actions(run: RunRow) -> None:
-    c1, c2, c3, c4 = st.columns(4)
-    compare_control(c4, run)
-    if is_imported_plan(run.plan):
-        return  # nothing to cancel, re-run or duplicate: it was measured elsewhere (or emulated elsewhere)
-    owner = run.submitted_by
-    if not can(Action.CANCEL, owner=owner) and not can(Action.RERUN, owner=owner):
-        c1.caption(t("auth.only_own_runs", lang))
-    if run.status in ("queued", "running") and can(Action.CANCEL, owner=owner):
-        cancel_control(c1, run)
-    if can(Action.RERUN, owner=owner) and c2.button(t("run.rerun", lang), icon=":material/replay:"):
-        plan = RunPlan.model_validate_json(run.plan)
-        # One re-run per click: the key changes only after a successful submit.
-        nonce = st.session_state.setdefault("rerun_nonce", 0)
-        try:
-            new_id, _ = store().submit_run(plan, submitted_by=current_actor(), rerun_of=run.id,
-                                          idempotency_key=f"rerun:{run.id}:{nonce}")
-        except QuotaExceeded as exc:
-            st.error(exc.text(lang))
-            return
-        except PermissionDenied as exc:
-            show_denied(exc, lang)
-            return
-        st.session_state["rerun_nonce"] = nonce + 1
-        clear_run_caches()
-        st.switch_page("pages/run.py", query_params={"run": str(new_id)})
-    c3.page_link("pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
-                 query_params={"from_run": str(run.id)})
+    """The actions that apply to this run, side by side with no empty slot: compare always;
+    cancel while it is queued or running; re-run and "queue a variant" for a run benchdeck
+    launched (an import was measured elsewhere), each only for whom may."""
+    owner, imported = run.submitted_by, is_imported_plan(run.plan)
+    drawn: list[Callable[[Any], None]] = [lambda column: compare_control(column, run)]
+    if not imported and run.status in ("queued", "running") and can(Action.CANCEL, owner=owner):
+        drawn.append(lambda column: cancel_control(column, run))
+    if not imported and can(Action.RERUN, owner=owner):
+        drawn.append(lambda column: rerun_control(column, run))
+    if not imported:
+        drawn.append(lambda column: column.page_link(
+            "pages/build.py", label=t("run.duplicate", lang), icon=":material/content_copy:",
+            query_params={"from_run": str(run.id)}))
+    for column, draw in zip(st.columns(len(drawn)), drawn, strict=True):
+        draw(column)
+    if not imported and not can(Action.CANCEL, owner=owner) and not can(Action.RERUN, owner=owner):
+        st.caption(t("auth.only_own_runs", lang))
+
+
+def rerun_control(column: Any, run: RunRow) -> None:
+    if not column.button(t("run.rerun", lang), icon=":material/replay:"):
+        return
+    plan = RunPlan.model_validate_json(run.plan)
+    # One re-run per click: the key changes only after a successful submit.
+    nonce = st.session_state.setdefault("rerun_nonce", 0)
+    try:
+        new_id, _ = store().submit_run(plan, submitted_by=current_actor(), rerun_of=run.id,
+                                      idempotency_key=f"rerun:{run.id}:{nonce}")
+    except QuotaExceeded as exc:
+        st.error(exc.text(lang))
+        return
+    except PermissionDenied as exc:
+        show_denied(exc, lang)
+        return
+    st.session_state["rerun_nonce"] = nonce + 1
+    clear_run_caches()
+    st.switch_page("pages/run.py", query_params={"run": str(new_id)})
 
 
 def compare_control(column: Any, run: RunRow) -> None:
@@ -186,9 +198,8 @@ def _declared(run: RunRow) -> dict[str, object] | None:
 
 
 def header(run: RunRow) -> None:
-    # A name is any text: st.text shows it as typed (no Markdown, no HTML).
-    st.header(f"#{run.id}", anchor=False)
-    st.text(run.name)
+    # A name is any text: shown as typed (escaped for Markdown, no HTML).
+    st.header(f"#{run.id} {streamlit_md_text(run.name)}", anchor=False)
     badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
     st.markdown(f":{badge[run.status]}-badge[{t('status.' + run.status, lang)}] "
                 f":{'violet' if run.source != 'measured' else 'green'}-badge[{_source_badge(run)}]")
@@ -424,7 +435,8 @@ else:
         st.stop()
     if current is not None:
         actions(current)
-        watch_controls(current)
+        if not is_imported_plan(current.plan):  # a watch re-runs a configuration: an import has none to run
+            watch_controls(current)
         fill_in(current)
     status = current.status if current is not None else ""
     (live_refreshing if status in ACTIVE else live)(run_id, status)

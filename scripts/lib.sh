@@ -67,6 +67,10 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# Emoji in run names, drawn in colour in the exported pictures (vl-convert reads the system fonts).
+EMOJI_FONT=/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
+
 setup_cjk_font() {
   [ -f "$CJK_FONT" ] || apt_install fonts-noto-cjk
+  [ -f "$EMOJI_FONT" ] || apt_install fonts-noto-color-emoji
 }

@@ -143,7 +143,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
 
         # Duplicate run 1 into the form: its levers come along.
         page.goto(f"{url}/run?run=1")
-        page.get_by_text("Duplicate to the form").click()
+        page.get_by_text("Queue a variant of this run").click()
         expect(page.get_by_text("Duplicated from run #1")).to_be_visible(timeout=60_000)
         # The form renders after the banner; on a loaded host that takes longer than expect's 5 s.
         expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200-copy",

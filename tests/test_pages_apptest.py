@@ -138,9 +138,10 @@ def test_compare_page_verdict_first_and_cold_points_kept_on_request(app_env: Pat
     # 0.5.23's records name the emulator as their server (emulated), 0.4.6's name none (imported).
     at = open_page("compare", baseline=str(real), runs=f"{cold},{old}", mixed="1", lang="en")
     # The verdicts are the first alerts, one per run, with both values; not comparable in red.
-    assert at.error[0].value.startswith(f"run #{old} vs baseline #{real}: not comparable")
+    # The headline: the newer run against the older (both imported after the baseline).
+    assert at.error[0].value.startswith(f"#{old} vs #{real} (baseline): not comparable")
     # Same records, same conditions: comparable (except what neither side's file says).
-    assert any(box.value.startswith(f"run #{cold} vs baseline #{real}: comparable")
+    assert any(box.value.startswith(f"#{cold} vs #{real} (baseline): comparable")
                for box in [*at.success, *at.warning])
     # The cold c=1 point is badged and measured against c=2 until the user keeps it.
     assert any("Cold first points" in w.value and f"#{cold} " in w.value for w in at.warning)
@@ -267,7 +268,9 @@ def test_runs_with_the_same_verdict_share_one_box(app_env: Path, page: str) -> N
     verdicts = [w.value for w in at.warning if "GPU count" in w.value]
     assert len(verdicts) == 1 and not at.error and not [s for s in at.success if "#4" in s.value]
     paragraphs = verdicts[0].split("\n\n")
-    assert [p.split(" ")[0 if page == "checklist" else 1] for p in paragraphs] == ["#3", "#1", "#2"], paragraphs
+    # The checklist names the run first; the compare page's headline names both, the baseline #4 marked.
+    compared = [p.split(" ")[0] if page == "checklist" else p.split(":")[0].split(" vs ")[1] for p in paragraphs]
+    assert compared == ["#3", "#1", "#2"], paragraphs
 
 
 def test_run_page_explains_the_gaps_one_list_per_scenario(app_env: Path) -> None:

@@ -280,9 +280,12 @@ def preset_plan(key: str, *, engine: Literal["emulator", "sglang"] = "emulator")
                    server_args=dict(preset.server_args))  # type: ignore[arg-type]
 
 
+QUICK_PRESET_KEY = "qwen3-30b-bf16-1xh200"  # the preset the quick demo starts from
+
+
 def quick_demo_plan(gpu_type: str = "H200") -> RunPlan:
     """The README demo and the pages' one-click quick preset: Qwen3-30B-A3B on one GPU,
     128/128 at concurrency 1, 2, 4, 8, on the emulator."""
-    plan = preset_plan("qwen3-30b-bf16-1xh200")
+    plan = preset_plan(QUICK_PRESET_KEY)
     return plan.model_copy(update={"name": "quick-demo", "gpu": GpuSpec(type=gpu_type, count=1),
                                    "benchmark": quick_benchmark()})

@@ -75,7 +75,7 @@ def one_slide(c: Comparison, report_ref: str, metrics: Sequence[str] = DEFAULT_M
     draw_native_chart(slide, chart, CHART_BOX, c.lang, size_pt=11)
     slide.shapes[-1].name = SHAPE_NAMES[2]
     _fitted_text(slide, CAVEAT_BOX, caveat_lines(c, report_ref, len(rows) - 1, len(runs)), CAVEAT_SIZES,
-                 SHAPE_NAMES[3], colour=CAVEAT_COLOUR)
+                 SHAPE_NAMES[3], colour=CAVEAT_COLOUR, one_line_each=True)
     buffer = io.BytesIO()
     deck.save(buffer)
     return buffer.getvalue()
@@ -160,9 +160,10 @@ def caveat_lines(c: Comparison, report_ref: str, rows_shown: int, runs_shown: in
 
 
 def _fitted_text(slide: Any, box: tuple[int, int, int, int], lines: Sequence[str], sizes: tuple[float, ...],
-                 name: str, *, bold: bool = False, colour: RGBColor = TEXT_COLOUR) -> None:
+                 name: str, *, bold: bool = False, colour: RGBColor = TEXT_COLOUR, one_line_each: bool = False) -> None:
     left, top, width, height = box
-    size = text_fit.fitting_size(list(lines), Emu(width).pt, Emu(height).pt, sizes, bold=bold)
+    size = text_fit.fitting_size(list(lines), Emu(width).pt, Emu(height).pt, sizes, bold=bold,
+                                 one_line_each=one_line_each)
     shape = slide.shapes.add_textbox(left, top, width, height)
     shape.name = name
     frame = shape.text_frame
@@ -203,7 +204,7 @@ def table_size(rows: list[list[Cell]], widths: Sequence[int], height: int) -> fl
 def clipped_header(cell: Cell, size: float, width: int) -> Cell:
     """A run's header with its name cut to the column's width ("…" at the cut); the id and
     the legend of the chart beside it keep the run named in full."""
-    room = Emu(width - 2 * CELL_MARGIN).pt
+    room = Emu(width - 2 * CELL_MARGIN).pt * text_fit.SAFETY
     return Cell(tuple(_clip(line, size, room) for line in cell.lines), cell.verdict)
 
 
@@ -216,7 +217,7 @@ def _clip(text: str, size: float, room: float) -> str:
 
 
 def _cell_fits(cell: Cell, size: float, width: int) -> bool:
-    room = Emu(width - 2 * CELL_MARGIN).pt
+    room = Emu(width - 2 * CELL_MARGIN).pt * text_fit.SAFETY
     # Measured bold: headers, labels and judged deltas are set bold, and bold is the wider.
     return all(text_fit.text_width_pt(line, size, bold=True) <= room for line in cell.lines)
 

@@ -18,6 +18,7 @@ from domain.plan.naming import MAX_NAME_CHARS
 from domain.plan.presets import GPUS, PRESET_SGLANG_VERSION, quick_demo_plan
 from domain.plan.run_plan import SCENARIO_PRESETS, RunPlan
 from domain.plan.thinking import CHAT_BACKEND
+from pages.parts import variant
 from pages.parts.common import store
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, forget_flag_widgets
 from pages.parts.topology_editor import TOPOLOGY_DEFAULTS, load_topology_into_form, topology_mapping
@@ -164,6 +165,7 @@ def init_state() -> None:
     from_run = st.query_params.get("from_run")
     if from_run and st.session_state.get(LOADED_FROM) != f"run:{from_run}":
         _load_from_run(from_run)
+        variant.request_focus()  # a variant changes a flag or two: the first flag field has the cursor
         # Loaded once: a preset or an upload chosen afterwards must not be overwritten by
         # the link's parameter on the next rerun.
         del st.query_params["from_run"]
