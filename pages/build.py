@@ -113,7 +113,8 @@ def start_from_section() -> None:
     if c2.button(t("build.load_preset", lang), width="stretch"):
         load_plan_into_form(preset_plan(chosen), f"preset:{chosen}")
         st.rerun()
-    if c2.button(t("build.quick_preset", lang), width="stretch", type="primary"):
+    if c2.button(t("build.quick_preset", lang), width="stretch", type="primary",
+                 help=t("build.quick_preset_help", lang)):
         load_plan_into_form(quick_demo_plan(), "quick")
         st.rerun()
     uploaded = c3.file_uploader(t("build.upload", lang), type=["yaml", "yml"], help=t("build.upload_help", lang))
@@ -178,7 +179,9 @@ def benchmark_section() -> None:
 def request_section() -> None:
     """The endpoint, the chat template, thinking mode and EOS: chat requests always go
     through the server's chat template, so the toggle is on and fixed for them."""
-    e1, e2, e3, e4 = st.columns(4)
+    # Two by two: four to a row cut the toggles' labels ("Apply c…", "チャッ…") at 1400 px.
+    e1, e2 = st.columns(2)
+    e3, e4 = st.columns(2)
     vllm = vllm_engine()
     with e1.container():  # one widget or the other in the same place: the rest keep theirs
         if vllm:  # the plan gives a vLLM engine bench_serving's vllm backend (domain/plan/run_plan.py)

@@ -81,7 +81,7 @@ def test_preset_queue_variant_compare_one_slide_in_at_most_twelve_clicks(env, br
     renv = runner_env(env)
     with running_app(renv) as url:
         page.goto(f"{url}/build?lang=en")
-        clicks.click(page.get_by_role("button", name=re.compile(r"^Quick \(")), "Quick preset")
+        clicks.click(page.get_by_role("button", name="Quick demo", exact=True), "Quick demo preset")
         expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("quick-demo", timeout=60_000)
         # Fewer prompts than the preset's 10 per unit of concurrency: the path, not the statistics.
         clicks.fill(page.get_by_role("textbox", name="Prompts per point", exact=True), "2x", "prompts per point")
