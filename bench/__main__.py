@@ -12,6 +12,7 @@ from bench import (
     curve_knee,
     db_lock,
     estimate_accuracy,
+    interval_coverage,
     pages_browser,
     prompt_duplicates,
     ray_dispatch,
@@ -28,6 +29,7 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "prompt_duplicates": prompt_duplicates.run,
     "curve_knee": curve_knee.run,
     "estimate_accuracy": estimate_accuracy.run,
+    "interval_coverage": interval_coverage.run,
     "pages_browser": pages_browser.run,
     "tuner": tuner.run,
 }

@@ -10,7 +10,7 @@ is seeded, so its intervals are a fixed function of the file and of the paramete
 
 The intervals are a JSON file next to the Parquet file of the samples
 (``<samples>.bootstrap.json``): ``{"samples": {"size", "mtime_ns"}, "intervals": {key:
-{statistic: [estimate, low, high, n]}}}``.  The samples' identity (size and mtime) is taken
+{statistic: [estimate, low, high, n, rho, n_eff]}}}``.  The samples' identity (size and mtime) is taken
 when they are read (:func:`read_samples`, which the Store uses, records it in the frame's
 ``attrs``); intervals are read only from a file made for that identity and written only
 while the Parquet file still has it, so intervals computed from samples that have since
@@ -135,10 +135,10 @@ def file_identity(samples_path: Path) -> Identity:
 
 
 def _well_formed(entry: Any) -> bool:
-    """statistic → [estimate, low, high, n], three numbers and a finite count."""
+    """statistic → [estimate, low, high, n, rho, n_eff]: numbers, the count finite."""
     try:
         return isinstance(entry, dict) and all(
-            isinstance(name, str) and isinstance(values, list) and len(values) == 4
+            isinstance(name, str) and isinstance(values, list) and len(values) == 6
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
             and math.isfinite(float(values[3])) and float(values[3]) == int(values[3])
             for name, values in entry.items())

@@ -132,7 +132,7 @@ def test_resampled_percentiles_equal_numpy_on_the_materialised_resamples() -> No
     n = 120  # a p99 needs 100 requests before the bootstrap says anything
     itl = [rng.lognormal(2.0, 0.4, int(rng.integers(5, 40))) for _ in range(n)]
     table = samples(rng.lognormal(3.0, 0.7, n), itl_ms=itl)
-    ours = req.bootstrap_intervals(table, names=["ttft_p90", "itl_p99"], n_resamples=300, seed=5)
+    ours = req.iid_bootstrap(table, names=["ttft_p90", "itl_p99"], n_resamples=300, seed=5)
 
     def brute(idx: np.ndarray, axis: int = -1) -> np.ndarray:
         rows = np.atleast_2d(idx).astype(int)
