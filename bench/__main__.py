@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from bench import (
+    compare_fresh,
     compare_queries,
     compare_samples,
     curve_knee,
@@ -25,6 +26,7 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "runner_gaps": runner_gaps.run,
     "compare_queries": compare_queries.run,
     "compare_samples": compare_samples.run,
+    "compare_fresh": compare_fresh.run,
     "ray_dispatch": ray_dispatch.run,
     "prompt_duplicates": prompt_duplicates.run,
     "curve_knee": curve_knee.run,

@@ -26,14 +26,17 @@ import json
 import math
 import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from domain.results.requests import BootstrapMemo
+from domain.results.analysis import REQUEST_METRIC_NAMES
+from domain.results.requests import BootstrapMemo, bootstrap_intervals
 
 SUFFIX = ".bootstrap.json"
 SAMPLES_FILE = "samples_file"  # the attrs key of a samples frame: {"path", "size", "mtime_ns"}
@@ -76,6 +79,24 @@ def keep_memos(samples: Mapping[int, pd.DataFrame], memos: Mapping[int, Bootstra
         if source is not None and memo:
             written += write_memo(source[0], memo, source[1])
     return written
+
+
+def keep_intervals(samples_path: Path, duration_s: float | None,
+                   names: Sequence[str] = REQUEST_METRIC_NAMES) -> float | None:
+    """Compute a point's intervals as a comparison will ask for them (every request metric
+    of ``analysis.METRICS``, the point's stored duration) and keep them beside its samples,
+    so the first comparison of a fresh point resamples nothing; the CPU seconds it took, or
+    None when nothing was kept (no file, unreadable samples, nothing computable)."""
+    started = time.process_time()
+    try:
+        frame = read_samples(samples_path)
+        memo: BootstrapMemo = {}
+        bootstrap_intervals(frame, duration_s, names=names, memo=memo)
+        source = samples_source(frame)
+        kept = source is not None and bool(memo) and write_memo(source[0], memo, source[1])
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return time.process_time() - started if kept else None
 
 
 def read_memo(samples_path: Path, identity: Identity | None = None) -> BootstrapMemo:

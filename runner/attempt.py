@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from db.bootstrap_memo import keep_intervals
 from db.store import ProcessGroup, utcnow
 from domain.core.settings import ExternalEndpoint, Settings
 from domain.core.states import AttemptStatus, FailureKind
@@ -623,6 +624,8 @@ class AttemptExecution:
         write_parquet(samples, ctx.attempt_dir / "telemetry" / f"{point.key.replace('/', '_')}.parquet",
                       point_key=point.key, since=measure_started)
         request_samples = self._write_request_samples(point, record, result)
+        if request_samples is not None:  # the intervals a comparison will ask for, computed here, once
+            keep_intervals(Path(request_samples["path"]), metrics.get("duration_s"))
         conditions = point_conditions(ctx.plan, point)
         conditions.update(engine_version=ctx.engine_version, bench_tool="sglang.bench_serving",
                           bench_version=ctx.client.version if ctx.client else None,

@@ -93,7 +93,7 @@ def test_direction_decides_better_or_worse_outside_the_noise_of_repeats() -> Non
     expect = {
         "output_tok_s": (10.0, "better"),  # throughput up
         "ttft_p50": (10.0, "worse"),  # latency up: +5 ms against a noise of 3.5 ms
-        "tpot_p50": (2.0, "same"),  # +2 ms: inside the noise
+        "tpot_p50": (2.0, "cannot_tell"),  # +2 ms: the difference's interval spans zero and ±2 %
         "gpu_util_mean": (20.0, "changed"),  # no direction: never better or worse
     }
     for metric, (delta, verdict) in expect.items():
@@ -146,7 +146,7 @@ def test_noise_from_repeats() -> None:
     row = cell(table, run_id=2, metric="output_tok_s")
     assert row["noise_source"] == "repeats" and row["repeats"] == 3 and row["baseline_repeats"] == 3
     assert row["noise_pct"] == pytest.approx(expected_noise)
-    assert row["delta_pct"] == pytest.approx(4.0) and row["verdict"] == "same"
+    assert row["delta_pct"] == pytest.approx(4.0) and row["verdict"] == "cannot_tell"  # spans zero and ±2 %
     assert cell(table, run_id=3, metric="output_tok_s")["verdict"] == "better"
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.results import analysis
+from domain.results import analysis, difference
 from domain.results import requests as req
 
 BASELINE = 1
@@ -60,7 +60,10 @@ def test_deltas_noise_and_verdicts_for_all_rows_equal_the_one_row_rules(rows: li
             delta = analysis.delta_pct(r["value"], r["baseline_value"])
             noise, noise_source = analysis.noise_band_pct(r["baseline_value"], r["ci"], r["baseline_ci"],
                                                           r["ci_source"], r["baseline_ci_source"])
-            expected = (delta, noise, noise_source, analysis.verdict(delta, noise, r["direction"]))
+            half = r["ci"] if not analysis.is_missing(noise) else math.nan
+            _, low, high = difference.difference_interval(r["value"], half, r["baseline_value"], r["baseline_ci"])
+            judged = analysis.verdict(delta, noise, r["direction"], interval=(low, high))
+            expected = (delta, noise, noise_source, judged)
         got = (r["delta_pct"], r["noise_pct"], r["noise_source"], r["verdict"])
         assert all(same(g, e) for g, e in zip(got, expected, strict=True)), (r, expected)
 
@@ -87,11 +90,18 @@ def test_a_p99_from_99_requests_on_the_baseline_side_is_low_n() -> None:
     assert np.array_equal(analysis._low_n(table), [True])
 
 
-def test_a_delta_exactly_at_the_noise_band_is_the_same() -> None:
-    """+10 % against a band of hypot(6, 8) = 10 % of the baseline: inside the noise ("≈")."""
-    table = table_of([{"run_id": 2, "value": 110.0, "baseline_value": 100.0, "ci": 6.0, "baseline_ci": 8.0,
-                       "ci_source": "repeats", "baseline_ci_source": "bootstrap", "direction": "higher",
-                       "quantile": None, "n": math.nan, "baseline_n": math.nan}])
-    analysis._add_deltas(table, BASELINE)
-    assert table.loc[0, ["delta_pct", "noise_pct", "noise_source", "verdict"]].tolist() == [
-        10.0, 10.0, "repeats+bootstrap", "same"]
+def test_a_delta_is_judged_by_its_own_interval() -> None:
+    """+10 % with 6 % and 8 % half-widths: the ratio's interval reaches below zero (cannot
+    tell); with 3 % and 4 % it does not (better); +1 % with 0.5 % each misses zero but is
+    under the threshold (small); +0.5 % with 1 % each lies within ±2 % (same)."""
+    def judged(value: float, ci: float, base_ci: float) -> list[object]:
+        table = table_of([{"run_id": 2, "value": value, "baseline_value": 100.0, "ci": ci, "baseline_ci": base_ci,
+                           "ci_source": "repeats", "baseline_ci_source": "bootstrap", "direction": "higher",
+                           "quantile": None, "n": math.nan, "baseline_n": math.nan}])
+        analysis._add_deltas(table, BASELINE)
+        return table.loc[0, ["noise_pct", "noise_source", "verdict"]].tolist()
+
+    assert judged(110.0, 6.0, 8.0) == [10.0, "repeats+bootstrap", "cannot_tell"]
+    assert judged(110.0, 3.0, 4.0)[2] == "better"
+    assert judged(101.0, 0.3, 0.3)[2] == "small"
+    assert judged(100.5, 0.5, 0.5)[2] == "same"

@@ -22,7 +22,7 @@ import pytest
 from scipy import stats
 
 from domain.core.i18n import LANGUAGES
-from domain.results import analysis
+from domain.results import analysis, difference
 from domain.results import requests as req
 from domain.results.analysis import compare_table, summarise_points
 from tests.test_analysis import cell, frame, point
@@ -203,12 +203,13 @@ def throughput_pair(e2e_sigma: float, requests: int) -> pd.DataFrame:
     return compare_table(frame(*rows), 1, [1, 2], requests=kept)
 
 
-def test_ten_percent_more_throughput_is_better_when_requests_are_tight_and_same_when_noisy() -> None:
+def test_ten_percent_more_throughput_is_better_when_requests_are_tight_and_cannot_be_told_when_noisy() -> None:
     tight = cell(throughput_pair(0.01, 200), run_id=2, metric="output_tok_s")
     assert (tight["verdict"], tight["noise_source"]) == ("better", "bootstrap")
     assert tight["delta_pct"] == pytest.approx(10.0) and tight["noise_pct"] < 1.0
     noisy = cell(throughput_pair(1.5, 20), run_id=2, metric="output_tok_s")
-    assert (noisy["verdict"], noisy["noise_source"]) == ("same", "bootstrap")
+    assert (noisy["verdict"], noisy["noise_source"]) == ("cannot_tell", "bootstrap")
+    assert noisy["delta_low_pct"] < 0.0 < 10.0 < noisy["delta_high_pct"]
     assert noisy["noise_pct"] > 10.0
 
 
@@ -246,7 +247,8 @@ def test_the_issues_case_a_large_p50_change_among_ten_requests_is_not_a_differen
     seed = next(s for s in range(1000) if 60.0 <= p50_delta_pct(same_distribution(s, 10)) <= 75.0)
     table = compare_pair(same_distribution(seed, 10))
     p50 = cell(table, run_id=2, metric="ttft_p50")
-    assert p50["verdict"] == "same" and p50["noise_source"] == "bootstrap", (seed, p50["delta_pct"], p50["noise_pct"])
+    assert p50["verdict"] == "cannot_tell" and p50["noise_source"] == "bootstrap", (seed, p50["delta_pct"])
+    assert p50["delta_low_pct"] < 0.0 < p50["delta_high_pct"]
     p99 = cell(table, run_id=2, metric="ttft_p99")  # the maximum of 10: no estimate, not judged
     assert p99["verdict"] == "uncertain" and bool(p99["low_n"])
 
@@ -257,7 +259,9 @@ def test_runs_from_one_distribution_read_as_different_about_5_percent_of_the_tim
     def marked(tables: dict[int, pd.DataFrame]) -> bool:  # compare_table's rule, without building the table
         base, run = (req.bootstrap_intervals(tables[i], names=["ttft_p50"])["ttft_p50"] for i in (1, 2))
         noise, _ = analysis.noise_band_pct(base.estimate, run.half_width, base.half_width, "bootstrap", "bootstrap")
-        return analysis.verdict(analysis.delta_pct(run.estimate, base.estimate), noise, "lower") != "same"
+        delta, low, high = difference.difference_interval(run.estimate, run.half_width, base.estimate,
+                                                          base.half_width)
+        return analysis.verdict(delta, noise, "lower", interval=(low, high)) in ("better", "worse", "small")
 
     flagged = sum(marked(same_distribution(seed, 10)) for seed in range(100))
     print(f"same-distribution pairs marked different: {flagged} of 100")

@@ -178,7 +178,8 @@ class Settings(BaseSettings):
     )
     practical_threshold_pct: float = Field(
         default=2.0, ge=0,
-        description="Compare: a delta beyond the noise but within ± this % is 'small', never coloured better/worse.",
+        description="Compare: the practical band of a difference's 95% interval: within it 'same' or 'small', "
+        "beyond it better/worse or 'cannot tell' (domain/results/difference.py).",
     )
     sla_metric: Literal["ttft_p99", "tpot_p99", "itl_p99", "e2e_p99"] = Field(
         default="ttft_p99", description="Compare: the p99 latency the SLA applies to."

@@ -150,7 +150,8 @@ def metric_slide_table(c: Comparison, metric: str, scenario: object) -> pd.DataF
         label = analysis.run_label(row["run_id"], row["run_name"], row["source"], c.lang)
         if row["run_id"] in not_comparable:  # its deltas are shown, but flagged in the header
             label += t("compare.deck.not_comparable", c.lang)
-        delta = analysis.delta_text(row["delta_pct"], row["verdict"], c.lang)
+        delta = analysis.delta_text(row["delta_pct"], row["verdict"], c.lang, row["delta_low_pct"],
+                                    row["delta_high_pct"])
         table.setdefault(label, {})[row["concurrency"]] = format_number(row["value"]) + (f" ({delta})" if delta
                                                                                           else "")
     out = pd.DataFrame(table).sort_index()

@@ -345,9 +345,10 @@ def metric_pivot(c: Comparison, metric: str) -> pd.DataFrame:
     for run_id in [c.baseline_run_id, *c.run_ids]:
         of_run = rows[rows["run_id"] == run_id]
         columns[marked_label(c, run_id)] = {
-            (s, conc): _value_with_delta(value, delta, verdict, c.lang)
-            for s, conc, value, delta, verdict in zip(of_run["scenario"], of_run["concurrency"], of_run["value"],
-                                                      of_run["delta_pct"], of_run["verdict"], strict=True)}
+            (s, conc): _value_with_delta(value, delta, verdict, c.lang, interval)
+            for s, conc, value, delta, verdict, *interval in zip(
+                of_run["scenario"], of_run["concurrency"], of_run["value"], of_run["delta_pct"], of_run["verdict"],
+                of_run["delta_low_pct"], of_run["delta_high_pct"], strict=True)}
     table = pd.DataFrame({label: cells for label, cells in columns.items() if cells})
     if table.empty:
         return table
@@ -355,8 +356,8 @@ def metric_pivot(c: Comparison, metric: str) -> pd.DataFrame:
     return table.sort_index().fillna("")
 
 
-def _value_with_delta(value: object, delta: float, verdict: str, lang: str) -> str:
-    text = analysis.delta_text(delta, verdict, lang)
+def _value_with_delta(value: object, delta: float, verdict: str, lang: str, interval: list[float]) -> str:
+    text = analysis.delta_text(delta, verdict, lang, *interval)
     return format_number(value) + (f" ({text})" if text else "")
 
 

@@ -114,6 +114,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("kv_capacity", "max_total_num_tokens", "higher", exact=True),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+# The statistics a comparison asks a point's requests for (its intervals' memo key): what
+# the runner computes when it writes a point (db/bootstrap_memo.keep_intervals).
+REQUEST_METRIC_NAMES = tuple(m.name for m in METRICS if m.from_requests)
 
 
 def metric_label(name: str, lang: str) -> str:
@@ -148,7 +151,8 @@ def noise_rule_text(lang: str, threshold_pct: float = difference.DEFAULT_PRACTIC
 
 def practical_rule_text(lang: str, threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> str:
     """The practical threshold in words, with its value and its setting (the legends)."""
-    return t("stats.practical_rule", lang, pct=f"{threshold_pct:g}", small=t("stats.delta_small", lang, delta="+0.6%"))
+    return t("stats.practical_rule", lang, pct=f"{threshold_pct:g}", mark=UNCERTAIN_MARK,
+             small=t("stats.delta_small", lang, delta="+0.6%"))
 
 
 def basis_text(basis: str, lang: str) -> str:
@@ -426,9 +430,9 @@ def _cell_number(value: Any) -> float:
 COMPARE_COLUMNS = (
     "scenario", "concurrency", "metric", "direction", "run_id", "run_name", "source", "repeats",
     "value", "ci", "baseline_value", "baseline_repeats", "delta_pct", "noise_pct", "noise_source", "verdict",
-    "basis", "n", "baseline_basis", "baseline_n", "low_n",
+    "basis", "n", "baseline_basis", "baseline_n", "low_n", "delta_low_pct", "delta_high_pct",
 )
-VERDICTS = ("baseline", "better", "worse", "same", "small", "changed", "uncertain", "n/a")
+VERDICTS = ("baseline", "better", "worse", "same", "small", "changed", "cannot_tell", "uncertain", "n/a")
 
 
 def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int] | None = None,
@@ -438,12 +442,15 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     """Long table, one row per (point, metric, run), columns :data:`COMPARE_COLUMNS`, ordered
     by scenario, concurrency, metric (as in ``metrics``) and run (baseline first).
 
-    ``verdict`` (one of :data:`VERDICTS`): 'baseline' (the baseline's own row), 'better' /
-    'worse' (outside the noise and the practical threshold, by the metric's direction), 'same'
-    (inside the noise: shown "≈"), 'small' (outside the noise, inside
-    ``practical_threshold_pct``: never coloured), 'changed' (outside both for a metric with no
-    direction), 'uncertain' (no noise
-    estimate on one side or both: never judged), 'n/a' (a side is missing).
+    ``verdict`` (one of :data:`VERDICTS`): 'baseline' (the baseline's own row), else read
+    from the difference's 95 % interval ``delta_low_pct`` … ``delta_high_pct`` with
+    ``practical_threshold_pct`` by :mod:`domain.results.difference`: 'better' / 'worse' (the
+    interval misses zero and |Δ| ≥ the threshold, by the metric's direction), 'same' (the
+    interval spans zero within ±threshold: shown "≈"), 'cannot_tell' (it spans zero and
+    reaches past ±threshold), 'small' (it misses zero, |Δ| under the threshold: never
+    coloured), 'changed' (as better/worse for a metric with no direction), 'uncertain' (no
+    noise estimate on one side or both: never judged), 'n/a' (a side is missing).
+    ``noise_pct``: the root sum of squares of both half-widths, in % of the baseline.
     ``noise_source``: 'repeats' or 'bootstrap' (both sides the same kind),
     'repeats+bootstrap' (one of each), 'exact' (a server fact), None (no estimate).
     ``basis``/``n`` (and the baseline's) say how each value was computed and from how many
@@ -511,9 +518,10 @@ def _low_n(table: pd.DataFrame) -> np.ndarray:
 
 def _add_deltas(table: pd.DataFrame, baseline_run_id: int,
                 threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> None:
-    """Fills delta_pct, noise_pct, noise_source and verdict, vectorised: the rules of
-    :func:`delta_pct`, :func:`noise_band_pct` and :func:`verdict`, which say them for one
-    row (a row at a time was a fifth of a nine-run comparison's compare table)."""
+    """Fills delta_pct, delta_low_pct, delta_high_pct, noise_pct, noise_source and verdict,
+    vectorised: the rules of :func:`delta_pct`, :func:`noise_band_pct`,
+    :func:`domain.results.difference.difference_interval` and :func:`verdict`, which say them
+    for one row (a row at a time was a fifth of a nine-run comparison's compare table)."""
     value, base = table["value"].to_numpy(dtype=float), table["baseline_value"].to_numpy(dtype=float)
     ci, base_ci = table["ci"].to_numpy(dtype=float), table["baseline_ci"].to_numpy(dtype=float)
     is_baseline = (table["run_id"] == baseline_run_id).to_numpy()
@@ -529,9 +537,13 @@ def _add_deltas(table: pd.DataFrame, baseline_run_id: int,
     ci_source = table["ci_source"].to_numpy(dtype=object)
     same_source = ci_source == table["baseline_ci_source"].to_numpy(dtype=object)
     sources[has_noise] = np.where(same_source[has_noise], ci_source[has_noise], "repeats+bootstrap")
-    judged = difference.classify_many(delta, noise, table["direction"].to_numpy(dtype=object), threshold_pct)
+    _, low, high = difference.difference_intervals(value, np.where(has_noise, ci, np.nan), base, base_ci)
+    judged = difference.classify_intervals(delta, low, high, table["direction"].to_numpy(dtype=object),
+                                           threshold_pct)
     verdicts = np.where(is_baseline, "baseline", np.where(np.isnan(base), "n/a", judged))
     table["delta_pct"] = np.where(is_baseline, np.nan, delta)
+    table["delta_low_pct"] = np.where(is_baseline, np.nan, low)
+    table["delta_high_pct"] = np.where(is_baseline, np.nan, high)
     table["noise_pct"] = noise
     table["noise_source"] = sources.tolist()
     table["verdict"] = verdicts.tolist()
@@ -556,24 +568,32 @@ def noise_band_pct(baseline: float, ci: float, baseline_ci: float, ci_source: ob
 
 
 def verdict(delta: float, noise: float, direction: object,
-            threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> str:
-    """One delta's verdict (:func:`domain.results.difference.classify`)."""
-    return difference.classify(float(delta) if not is_missing(delta) else math.nan,
-                               float(noise) if not is_missing(noise) else math.nan, direction, threshold_pct)
+            threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT,
+            interval: tuple[float, float] | None = None) -> str:
+    """One delta's verdict: from the difference's 95 % ``interval`` (low %, high %) when
+    given (:func:`domain.results.difference.classify_interval`), else from ``delta ± noise``
+    (:func:`domain.results.difference.classify`); no noise estimate: 'uncertain'."""
+    delta_, noise_ = (float(v) if not is_missing(v) else math.nan for v in (delta, noise))
+    if interval is None or math.isnan(noise_):
+        return difference.classify(delta_, noise_, direction, threshold_pct)
+    low, high = (float(v) if not is_missing(v) else math.nan for v in interval)
+    return difference.classify_interval(delta_, low, high, direction, threshold_pct)
 
 
-def delta_text(delta: float, verdict_: str, lang: str = "en") -> str:
-    """How a delta is shown: "≈" inside the noise, "+0.6% small" beyond the noise but inside
-    the practical threshold, "+12.3%" beyond both, "+12.3%?" without a noise estimate (not
-    judged), "" when there is none."""
-    if verdict_ == "same":
-        return "≈"
+def delta_text(delta: float, verdict_: str, lang: str = "en", low: object = None, high: object = None) -> str:
+    """How a delta is shown: "≈" (same within the practical threshold), "+0.6% small" (real,
+    inside the threshold), "+12.3%" (better, worse or changed), "+12.3%?" (cannot tell, or
+    no noise estimate: not judged), "" when there is none; the difference's 95 % interval
+    after it when ``low`` and ``high`` are given ("+12.3% [+8.1, +16.6]%")."""
     if verdict_ in ("n/a", "baseline") or is_missing(delta):
         return ""
-    text = f"{delta:+.1f}%"
+    text = "≈" if verdict_ == "same" else f"{delta:+.1f}%"
     if verdict_ == difference.SMALL:
-        return t("stats.delta_small", lang, delta=text)
-    return text + UNCERTAIN_MARK if verdict_ == "uncertain" else text
+        text = t("stats.delta_small", lang, delta=text)
+    elif verdict_ in ("uncertain", difference.CANNOT_TELL):
+        text += UNCERTAIN_MARK
+    interval = "" if is_missing(low) or is_missing(high) else difference.interval_text(_number(low), _number(high))
+    return f"{text} {interval}" if interval else text
 
 
 def is_missing(value: object) -> bool:
@@ -610,7 +630,9 @@ def wide_table(compare: pd.DataFrame, lang: str, metrics: Sequence[str] | None =
             columns[(run, metric_label(name, lang))] = values["value"]
             if with_delta and (values["verdict"] != "baseline").any():
                 columns[(run, t("compare.delta_of", lang, metric=metric_label(name, lang)))] = pd.Series(
-                    [delta_text(d, v, lang) for d, v in zip(values["delta_pct"], values["verdict"], strict=True)],
+                    [delta_text(d, v, lang, lo, hi) for d, v, lo, hi in zip(
+                        values["delta_pct"], values["verdict"], values["delta_low_pct"], values["delta_high_pct"],
+                        strict=True)],
                     index=values.index)
     table = pd.DataFrame(columns)
     table.columns = pd.MultiIndex.from_tuples(table.columns)

@@ -88,7 +88,8 @@ def metric_cell(row: Mapping[str, Any], lang: str = "en") -> str:
     metric = analysis.METRIC_BY_NAME.get(str(row["metric"]))
     if metric is not None and metric.quantile_pct is not None and row["basis"] == "mean_of_repeats":
         text = "~" + text
-    delta = analysis.delta_text(row["delta_pct"], row["verdict"], lang)
+    delta = analysis.delta_text(row["delta_pct"], row["verdict"], lang, row.get("delta_low_pct"),
+                                row.get("delta_high_pct"))
     text += f" ({delta})" if delta else ""
     return text + (" †" if bool(row["low_n"]) else "")
 
