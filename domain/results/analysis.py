@@ -592,7 +592,8 @@ def delta_text(delta: float, verdict_: str, lang: str = "en", low: object = None
         text = t("stats.delta_small", lang, delta=text)
     elif verdict_ in ("uncertain", difference.CANNOT_TELL):
         text += UNCERTAIN_MARK
-    interval = "" if is_missing(low) or is_missing(high) else difference.interval_text(_number(low), _number(high))
+    low_, high_ = real_number(low, finite=True), real_number(high, finite=True)
+    interval = "" if low_ is None or high_ is None else difference.interval_text(low_, high_)
     return f"{text} {interval}" if interval else text
 
 
