@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from domain.slides.deck import chart_png
+from domain.render.deck import chart_png
 from tests.support.app_server import ARTIFACTS
 
 
