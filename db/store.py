@@ -19,8 +19,10 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow.parquet as pq
 
 from db import queries as q
+from db.bootstrap_memo import keep_intervals
 from db.connection import connect, transaction
 from db.migrations import migrate
 from db.rows import (
@@ -53,6 +55,7 @@ from domain.engines import stored_engine
 from domain.plan.quotas import Quotas
 from domain.plan.run_plan import RunPlan, configuration_id
 from domain.results.bench_record import METRIC_COLUMNS
+from domain.results.request_table import details_table
 
 
 class LostRace(RuntimeError):
@@ -456,17 +459,36 @@ class Store:
                     config_id, name, config.get("source", "imported"), user, now, f"import:{sha256}:{index}",
                     config["points"], now,
                 ]).fetchone())))
+            sampled: list[tuple[Path, Any]] = []
             for run_index, point in points:
                 values = [point["metrics"].get(column) for column in METRIC_COLUMNS]
-                con.execute(q.INSERT_POINT, [
+                point_id = int(_one(con.execute(q.INSERT_POINT, [
                     run_ids[run_index], None, point["scenario"], point["concurrency"], point["repeat_idx"],
                     json.dumps(point["conditions"], default=str), now, now, *values, json.dumps(point["raw"]), "{}",
-                ])
+                ]).fetchone()))
+                path = self._imported_samples(con, sha256, point_id, point["raw"])
+                if path is not None:
+                    sampled.append((path, point["metrics"].get("duration_s")))
             con.execute(q.INSERT_IMPORT, [sha256, file_name, kind, user, now, json.dumps(run_ids),
                                           json.dumps(problems, default=str)])
             self._audit_by(con, actor, "import", run_ids[0] if run_ids else None,
                         {"file": file_name, "sha256": sha256, "runs": run_ids, "problems": len(problems)})
+        for path, duration_s in sampled:  # after the commit: seconds of CPU the lock need not wait for
+            keep_intervals(path, duration_s)
         return run_ids
+
+    def _imported_samples(self, con: Any, sha256: str, point_id: int, raw: dict[str, Any]) -> Path | None:
+        """An imported point's ``--output-details`` arrays as samples, as the runner keeps a
+        measured point's (a Parquet file beside the database, listed in request_samples), so
+        its intervals are computed exactly as a measured point's; None without arrays."""
+        table = details_table(raw)
+        if table is None:
+            return None
+        path = self.db_path.parent / "imports" / sha256[:16] / f"point-{point_id}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path, compression="zstd")
+        con.execute(q.INSERT_REQUEST_SAMPLES, [point_id, str(path), table.num_rows])
+        return path
 
     def fill_in_imported(self, run_id: int, facts: dict[str, Any], *, actor: Actor) -> str:
         """Fill unknown facts of an imported run (model, GPU, engine, version) as a new

@@ -16,7 +16,8 @@ import pytest
 from bench import interval_coverage as coverage
 from domain.core.settings import Settings
 from domain.results import analysis, difference
-from runner.bench_client import MeasuredRequest, request_table, requests_from_details
+from domain.results.request_table import details_table
+from runner.bench_client import MeasuredRequest, request_table
 from tests.test_analysis import frame, point
 
 
@@ -101,7 +102,9 @@ def _imported(point: pd.DataFrame) -> pd.DataFrame:
         "ttfts": (point["ttft_ms"] / 1000).tolist(),
         "itls": [[tpot / 1000] * (OUTPUT_LEN - 1) for tpot in point["tpot_ms"]],
         "input_lens": [512] * len(point), "output_lens": [OUTPUT_LEN] * len(point), "errors": [""] * len(point)}
-    return request_table(requests_from_details(record) or []).to_pandas()
+    table = details_table(record)  # what db/store.py's import_runs writes for such a record
+    assert table is not None
+    return table.to_pandas()
 
 
 def _verdicts(scale: float, write: Any, seed: int) -> pd.DataFrame:
