@@ -154,15 +154,20 @@ def capture_batch_sizes(max_bs: int) -> tuple[int, ...]:
     return tuple(b for b in sizes if b <= max_bs) or (max_bs,)
 
 
-def resolve(flags: ParsedFlags, constants: TimingConstants | None = None) -> EmulatorConfig:
-    args, emulate = flags.args, flags.emulate
-    if emulate.gpu not in sizing.GPUS:
-        raise ConfigError(f"unknown emulated GPU {emulate.gpu!r} (known: {', '.join(sizing.GPUS)})")
-    gpu = sizing.GPUS[emulate.gpu]
+def gpu_and_model(gpu_name: str, model_ref: str) -> tuple[sizing.GpuSpec, sizing.ModelSpec]:
+    """The emulated GPU and model, whichever engine the emulator speaks; ConfigError for one
+    the emulator does not know."""
+    if gpu_name not in sizing.GPUS:
+        raise ConfigError(f"unknown emulated GPU {gpu_name!r} (known: {', '.join(sizing.GPUS)})")
     try:
-        model = sizing.resolve_model(args["model_path"])
+        return sizing.GPUS[gpu_name], sizing.resolve_model(model_ref)
     except sizing.UnknownModel as exc:
         raise ConfigError(str(exc)) from exc
+
+
+def resolve(flags: ParsedFlags, constants: TimingConstants | None = None) -> EmulatorConfig:
+    args, emulate = flags.args, flags.emulate
+    gpu, model = gpu_and_model(emulate.gpu, args["model_path"])
     tp, dp, pp = _positive(args, "tp_size"), _positive(args, "dp_size"), _positive(args, "pp_size")
     attn_dp = _positive(args, "attn_dp_size")
     if args.get("enable_dp_attention") and dp > 1:  # the deprecated spelling, rewritten by SGLang

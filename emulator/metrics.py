@@ -185,13 +185,19 @@ class _Gauges(Collector):
             yield family
 
     def _emulator_series(self) -> Iterator[Metric]:
-        scale = GaugeMetricFamily("benchdeck_emulator_time_scale", "Slow-motion factor of the emulated engine.")
-        scale.add_metric([], self.cfg.time_scale)
-        yield scale
-        lag = CounterMetricFamily("benchdeck_emulator_lag_seconds",
-                                  "Wall seconds the emulator's step loop fell behind the model (CPU-bound).")
-        lag.add_metric([], self.step_loop.lag_s)
-        yield lag
+        return emulator_series(self.cfg.time_scale, self.step_loop.lag_s)
+
+
+def emulator_series(time_scale: float, lag_s: float) -> Iterator[Metric]:
+    """The emulator's own series, whichever engine it speaks: its slow-motion factor and how
+    far its step loop fell behind the model (benchdeck_ names: never an engine's)."""
+    scale = GaugeMetricFamily("benchdeck_emulator_time_scale", "Slow-motion factor of the emulated engine.")
+    scale.add_metric([], time_scale)
+    yield scale
+    lag = CounterMetricFamily("benchdeck_emulator_lag_seconds",
+                              "Wall seconds the emulator's step loop fell behind the model (CPU-bound).")
+    lag.add_metric([], lag_s)
+    yield lag
 
 
 class Metrics:

@@ -33,7 +33,7 @@ from typing import Any
 
 from domain.estimate.constants import calibration_for
 from emulator import sizing
-from emulator.config import ConfigError, EmulatorConfig
+from emulator.config import ConfigError, EmulatorConfig, gpu_and_model
 from emulator.flags import ParsedFlags
 from emulator.scheduler import SchedulerLimits
 from emulator.timing import TimingConstants, TimingModel
@@ -172,7 +172,7 @@ def _activation_gib(model: sizing.ModelSpec, tokens: int, seqs: int) -> float:
 
 
 def _sizing(flags: VllmFlags, gpu: sizing.GpuSpec, model: sizing.ModelSpec, tp: int) -> VllmSizing:
-    args, version = flags.args, flags.version
+    args, version = flags.args, flags.schema_version
     default_tokens, default_seqs = batch_defaults(gpu, version, tp * int(args.get("pipeline_parallel_size") or 1))
     seqs = int(args.get("max_num_seqs") or default_seqs)
     chunked = args.get("enable_chunked_prefill") is not False  # on by default in the v1 engine
@@ -222,13 +222,7 @@ def _verify_batch(v: VllmSizing) -> None:
 
 def resolve_vllm(flags: VllmFlags, constants: TimingConstants | None = None) -> VllmEmulatorConfig:
     args, emulate = flags.args, flags.emulate
-    if emulate.gpu not in sizing.GPUS:
-        raise ConfigError(f"unknown emulated GPU {emulate.gpu!r} (known: {', '.join(sizing.GPUS)})")
-    gpu = sizing.GPUS[emulate.gpu]
-    try:
-        model = sizing.resolve_model(flags.model)
-    except sizing.UnknownModel as exc:
-        raise ConfigError(str(exc)) from exc
+    gpu, model = gpu_and_model(emulate.gpu, flags.model)
     tp = int(args.get("tensor_parallel_size") or 1)
     pp = int(args.get("pipeline_parallel_size") or 1)
     dp = int(args.get("data_parallel_size") or 1)
@@ -251,7 +245,7 @@ def resolve_vllm(flags: VllmFlags, constants: TimingConstants | None = None) -> 
                          cuda_graph_max_bs=graph_max, ceilings=calibration.ceilings,
                          constants=constants or calibration.constants)
     parsed = ParsedFlags(args=args, explicit=flags.explicit, emulate=emulate, argv=flags.argv,
-                         schema_version=flags.version)
+                         schema_version=flags.schema_version)
     return VllmEmulatorConfig(
         flags=parsed, model=model, gpu=gpu, gpu_count=gpu_count, tp_size=tp, dp_size=dp, pp_size=pp,
         attn_dp_size=1, context_len=v.max_model_len,

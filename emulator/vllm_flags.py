@@ -40,7 +40,7 @@ from domain.flags.dialects.vllm import (
     parse_vllm_number,
 )
 from domain.flags.schema import FlagSpec, Schema, SchemaError
-from emulator.flags import EmulateOptions, _add_emulate_args, _emulate_options
+from emulator.flags import EmulateOptions, ParsedFlags, _add_emulate_args, _emulate_options
 
 PROG = "vllm serve"
 USAGE = "vllm serve [model_tag] [options]"  # V33 entrypoints/cli/serve.py:169, V11 serve.py:69
@@ -84,13 +84,11 @@ def nearest_hint(message: str, schema: Schema) -> str | None:
 
 
 @dataclass(frozen=True)
-class VllmFlags:
-    args: dict[str, Any]  # dest → value, every schema dest present (defaults filled in)
-    explicit: frozenset[str]  # dests given on the command line
-    emulate: EmulateOptions
-    argv: tuple[str, ...]
-    version: str
-    model_moved: bool  # --model was given (vLLM warns and moves it to model_tag)
+class VllmFlags(ParsedFlags):
+    """``vllm serve``'s flags as the emulator parsed them (its SGLang ParsedFlags' fields, with
+    ``schema_version`` the vLLM version), and whether ``--model`` was moved."""
+
+    model_moved: bool = False  # --model was given (vLLM warns and moves it to model_tag)
 
     @property
     def model(self) -> str:
@@ -196,12 +194,10 @@ def _usage_error(message: str) -> NoReturn:
 
 
 def _pre_value(argv: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
+    """The value of ``flag`` before the parser runs: ``--flag VALUE`` or ``--flag=VALUE``."""
+    found = (argv[i + 1] if arg == flag else arg.split("=", 1)[1] for i, arg in enumerate(argv)
+             if (arg == flag and i + 1 < len(argv)) or arg.startswith(flag + "="))
+    return next(found, None)
 
 
 def move_model_flag(argv: Sequence[str]) -> tuple[list[str], bool]:
@@ -234,7 +230,7 @@ def parse_vllm_flags(argv: Sequence[str]) -> VllmFlags:
     if not args.get("model_tag"):
         parser.error("the following arguments are required: model_tag (or --model)")
     emulate = _emulate_options(parser, ns, version, schema_dir or Path("."))
-    # The SGLang option's field keeps its own default: the vLLM version is VllmFlags.version.
+    # The SGLang option's field keeps its own default: the vLLM version is VllmFlags.schema_version.
     emulate = replace(emulate, schema_dir=schema_dir, sglang_version=EmulateOptions().sglang_version)
     return VllmFlags(args=args, explicit=frozenset(given), emulate=emulate,
-                     argv=tuple(argv), version=schema.version, model_moved=moved)
+                     argv=tuple(argv), schema_version=schema.version, model_moved=moved)

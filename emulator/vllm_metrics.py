@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from emulator.metrics import emulator_series
 from emulator.scheduler import Request, Step
 from emulator.step_loop import StepLoop
 from emulator.vllm_config import VllmEmulatorConfig
@@ -70,13 +71,7 @@ class _Live(Collector):
         yield self._gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
                           sched.kv_used() / capacity if capacity else 0.0)
         yield self._cache_config_info()
-        scale = GaugeMetricFamily("benchdeck_emulator_time_scale", "Slow-motion factor of the emulated engine.")
-        scale.add_metric([], self.cfg.time_scale)
-        yield scale
-        lag = CounterMetricFamily("benchdeck_emulator_lag_seconds",
-                                  "Wall seconds the emulator's step loop fell behind the model (CPU-bound).")
-        lag.add_metric([], self.step_loop.lag_s)
-        yield lag
+        yield from emulator_series(self.cfg.time_scale, self.step_loop.lag_s)
 
     def _cache_config_info(self) -> GaugeMetricFamily:
         """``vllm:cache_config_info`` = 1, the cache config as labels (a subset of CacheConfig's fields)."""

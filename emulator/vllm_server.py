@@ -326,6 +326,9 @@ async def _stream(request: web.Request, vapp: VllmApp, parsed: Parsed) -> web.St
     return response
 
 
+# The stream's last lines and these two routes read like emulator/server.py's (a `duplicates`
+# pair) and stay: the two servers speak different request and chunk shapes (SGLang's meta_info,
+# vLLM's usage chunk), so what they share is aiohttp's own end of a stream.
 async def completions(request: web.Request) -> web.StreamResponse:
     return await _openai(request, chat=False)
 

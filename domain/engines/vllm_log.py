@@ -89,6 +89,9 @@ HARMLESS_PATTERNS = (
     _p(r"is deprecated|DeprecationWarning|FutureWarning"),
 )
 
+# This table and its harmless lines look like SGLang's (domain/engines/sglang_log.py) and stay so
+# (a `duplicates` pair): both are the same reader's data, (pattern, kind, hint) per line, and
+# the wordings and hints are each engine's own.
 # Every line is matched against these in order; the first that matches names the line.
 FATAL_PATTERNS: tuple[FatalPattern, ...] = (
     FatalPattern(_p(r"No available memory for the cache blocks"), FailureKind.OOM,

@@ -8,15 +8,17 @@ file's name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from domain.core.data_yaml import load_data_yaml
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
+T = TypeVar("T")
 
 
 class DataFileError(ValueError):
@@ -48,6 +50,16 @@ def _load_yaml_file(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
 def data_file(name: str) -> dict[str, Any]:
     """A file from this package's ``data/`` directory, by relative name."""
     return load_yaml_file(DATA_DIR / name)
+
+
+def data_entries(name: str, key: str, build: Callable[[Any], T]) -> tuple[T, ...]:
+    """Each entry of the list under ``key`` in a data file, built by ``build``; a missing
+    field or a wrong type is a DataFileError naming the file."""
+    raw = data_file(name)
+    try:
+        return tuple(build(entry) for entry in raw[key])
+    except (KeyError, TypeError) as exc:
+        raise DataFileError(f"{name}: malformed entry {exc}") from exc
 
 
 def bilingual(raw: object, where: str) -> dict[str, str]:

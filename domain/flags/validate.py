@@ -47,13 +47,15 @@ def validate_server_args(
     model: str | None = None,
     policy: Policy | None = None,
     schema: Schema | None = None,
+    dialect: FlagDialect = SGLANG_FLAGS,
 ) -> FlagReport:
-    """Every finding for ``server_args`` (flag names without dashes) on SGLang ``version``.
+    """Every finding for ``server_args`` (flag names without dashes) on ``version`` of the
+    dialect's engine (SGLang unless told).
 
     ``model``, when given, is checked as the plan's model reference too.  ``schema``
     replaces the shipped schema of ``version`` (the runner passes the one it extracted
     from the installed SGLang); ``policy`` replaces the shipped policy file."""
-    return validate_flags(SGLANG_FLAGS, server_args, schema or SGLANG_FLAGS.schema(version), model_dirs=model_dirs,
+    return validate_flags(dialect, server_args, schema or dialect.schema(version), model_dirs=model_dirs,
                           model=model, policy=policy)
 
 

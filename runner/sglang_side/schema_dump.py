@@ -44,26 +44,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.abc
-import importlib.machinery
+import importlib
 import io
 import json
 import math
+import os
 import platform
 import re
 import sys
-import types
-from collections.abc import Iterator, Sequence
 from typing import Any
+
+# The part shared with vLLM's dump, by path: this script runs from its file, not as a package.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "engine_side"))
+import stubbed_import
 
 _SERVER_ARGS = "sglang.srt.server_args"
 
 _REPLACES_DEPRECATED = re.compile(r"\breplac\w*\s+the\s+deprecated\b", re.IGNORECASE)
-_BUILTIN_BOOL_ACTIONS = (
-    argparse._StoreTrueAction,
-    argparse._StoreFalseAction,
-    argparse.BooleanOptionalAction,
-)
 _REPLACEMENT_PATTERNS = (
     # "Deprecated. Use --image-processor-backend=pil instead."
     re.compile(r"\buse\s+(--[A-Za-z0-9][\w{},=<>-]*)\s+instead\b", re.IGNORECASE),
@@ -74,132 +71,14 @@ _REPLACEMENT_PATTERNS = (
 
 # --------------------------------------------------------------------------- stubs
 #
-# Stubbing is lazy: a module is stubbed only once its absence has stopped
-# ``sglang.srt.server_args`` from importing. SGLang guards many optional imports
-# with ``try/except ImportError`` and falls back by itself; stubbing those up front
-# would send it down the "installed" branch with fake objects, and a finder that
-# answered every lookup would also fool ``importlib.util.find_spec`` checks.
+# The stubbing itself is shared with vLLM's dump (runner/engine_side/stubbed_import.py);
+# what may be stubbed is SGLang's rule: never an sglang module that is merely missing, never
+# ``sglang.srt.server_args`` itself.
 
 _MAX_RETRIES = 300
-_CANNOT_IMPORT = re.compile(r"cannot import name '(?P<attr>\w+)' from '(?P<module>[\w.]+)'")
 
 
-class _StubMeta(type):
-    """Metaclass of stub objects: every attribute, call, subscript or union works."""
-
-    def __getattr__(cls, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        value = make_stub(f"{cls.__qualname__}.{attr}")
-        setattr(cls, attr, value)  # same object next time, so ``is`` checks hold
-        return value
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if "_stub_origin" not in cls.__dict__:  # a real subclass: build an instance
-            return super().__call__(*args, **kwargs)
-        if len(args) == 1 and not kwargs and callable(args[0]):
-            return args[0]  # used as a decorator: keep the decorated function
-        return make_stub(f"{cls.__qualname__}()")
-
-    def __getitem__(cls, item: Any) -> Any:
-        return cls
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    def __ror__(cls, other: Any) -> Any:
-        return cls
-
-    def __iter__(cls) -> Iterator[Any]:
-        return iter(())
-
-    def __bool__(cls) -> bool:
-        return False  # "is the optional feature there?" checks take the no branch
-
-
-class _StubBase(metaclass=_StubMeta):
-    """Base of every stub, so SGLang classes may inherit from a stubbed one."""
-
-    _stub_origin = "base"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        # ``class Params(StubbedTypedDict, total=False)`` passes keywords here.
-        super().__init_subclass__()
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        # A stub used as a pydantic field type accepts anything.
-        from pydantic_core import core_schema
-
-        return core_schema.any_schema()
-
-
-def make_stub(qualname: str) -> Any:
-    """A fresh stub class (a class, not an instance, so it can be a base class)."""
-    return _StubMeta(qualname.rsplit(".", 1)[-1], (_StubBase,), {"_stub_origin": qualname})
-
-
-class _StubModule(types.ModuleType):
-    """A module whose every attribute is a stub; a package, so submodules import too."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.__path__: list[str] = []
-        self.__file__ = f"<stub {name}>"
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        value = make_stub(f"{self.__name__}.{attr}")
-        setattr(self, attr, value)
-        return value
-
-
-class StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """First on sys.meta_path; answers only for modules already chosen to be stubbed."""
-
-    def __init__(self) -> None:
-        self.modules: set[str] = set()
-        self.attributes: set[str] = set()
-
-    def covers(self, fullname: str) -> bool:
-        return any(fullname == m or fullname.startswith(m + ".") for m in self.modules)
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if not self.covers(fullname):
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return _StubModule(spec.name)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-    def recorded(self) -> list[str]:
-        """Stubbed modules, and ``module:name`` for names missing from real modules."""
-        return sorted(self.modules | self.attributes)
-
-
-def _failed_sglang_module(exc: BaseException) -> str | None:
-    """The innermost sglang module whose top-level code raised ``exc``, if any."""
-    failed = None
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        name = str(frame.f_globals.get("__name__", ""))
-        if frame.f_code.co_name == "<module>" and name.split(".")[0] == "sglang":
-            failed = name
-        tb = tb.tb_next
-    return failed
-
-
-def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
+def _stub_for(exc: BaseException, stubs: stubbed_import.StubFinder) -> bool:
     """Choose what to stub so that the import that raised ``exc`` gets further.
 
     Returns False when nothing sensible is left (the caller then re-raises).
@@ -208,13 +87,9 @@ def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
         if not stubs.covers(exc.name):
             stubs.modules.add(exc.name)
             return True
-    match = _CANNOT_IMPORT.search(str(exc)) if isinstance(exc, ImportError) else None
-    if match and match["module"].split(".")[0] != "sglang" and match["module"] in sys.modules:
-        # A name that this (newer) dependency no longer has, e.g. a transformers class.
-        setattr(sys.modules[match["module"]], match["attr"], make_stub(match["attr"]))
-        stubs.attributes.add(f"{match['module']}:{match['attr']}")
+    if stubbed_import.stub_missing_name(exc, stubs, "sglang"):
         return True
-    failed = _failed_sglang_module(exc)
+    failed = stubbed_import.failed_module(exc, "sglang")
     if failed and failed != _SERVER_ARGS and not stubs.covers(failed):
         # An sglang module that cannot run against today's torch/transformers.
         stubs.modules.add(failed)
@@ -222,24 +97,11 @@ def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
     return False
 
 
-def import_with_stubs(stubs: StubFinder) -> Any:
-    """Import ServerArgs, stubbing whatever stops it, one failure at a time.
-
-    No sglang module is purged between tries: Python already drops every module
-    whose import raised (the failing one and the parents it propagated through),
-    and re-running modules that did finish would repeat their side effects, such
-    as registering a config class with transformers twice.
-    """
+def import_with_stubs(stubs: stubbed_import.StubFinder) -> Any:
+    """Import ServerArgs, stubbing whatever stops it, one failure at a time."""
     sys.meta_path.insert(0, stubs)
-    for _ in range(_MAX_RETRIES):
-        try:
-            return importlib.import_module(_SERVER_ARGS).ServerArgs
-        except Exception as exc:
-            if not _stub_for(exc, stubs):
-                raise
-            # stderr, so a surprising stub can be traced back to its cause.
-            print(f"stub-missing: after {type(exc).__name__}: {exc}", file=sys.stderr)
-    raise RuntimeError(f"gave up after stubbing {_MAX_RETRIES} modules")
+    return stubbed_import.retry_with_stubs(lambda: importlib.import_module(_SERVER_ARGS).ServerArgs,
+                            lambda exc: _stub_for(exc, stubs), _MAX_RETRIES)
 
 
 # --------------------------------------------------------------------------- dump
@@ -265,13 +127,11 @@ def _json_safe(value: Any) -> Any:
 
 def _type_name(action: argparse.Action) -> str | None:
     kind = action.type
-    if isinstance(action, _BUILTIN_BOOL_ACTIONS):
+    if isinstance(action, stubbed_import.BUILTIN_BOOL_ACTIONS):
         return "bool"  # argparse stores a bool without a type callable
     if kind is None:
         return None
-    name = getattr(kind, "__name__", None)
-    if name is None and hasattr(kind, "func"):  # functools.partial
-        name = getattr(kind.func, "__name__", None)
+    name = stubbed_import.callable_name(kind)
     return name if name is not None else type(kind).__name__
 
 
@@ -300,26 +160,7 @@ def _replacement(action: argparse.Action, help_text: str, deprecated: bool) -> s
             return str(value)
     if not deprecated:
         return None
-    for pattern in _REPLACEMENT_PATTERNS:
-        match = pattern.search(help_text)
-        if match:
-            return match.group(1).rstrip(".,;)")
-    return None
-
-
-def _group_titles(parser: argparse.ArgumentParser) -> dict[int, str | None]:
-    titles: dict[int, str | None] = {}
-    for group in parser._action_groups:
-        for action in group._group_actions:
-            titles.setdefault(id(action), group.title)
-    return titles
-
-
-def _primary(action: argparse.Action) -> str | None:
-    """The first long flag: the spelling SGLang lists first, e.g. ``--tp-size``."""
-    longs = [f for f in action.option_strings if f.startswith("--")]
-    candidates = longs or action.option_strings
-    return candidates[0] if candidates else None
+    return stubbed_import.replacement_in(help_text, _REPLACEMENT_PATTERNS, ".,;)")
 
 
 def describe(action: argparse.Action, group: str | None) -> dict[str, Any]:
@@ -329,7 +170,7 @@ def describe(action: argparse.Action, group: str | None) -> dict[str, Any]:
     return {
         "dest": action.dest,
         "flags": list(action.option_strings),
-        "primary": _primary(action),
+        "primary": stubbed_import.primary(action.option_strings),  # the spelling SGLang lists first, e.g. --tp-size
         "action": type(action).__name__,
         "type": _type_name(action),
         "nargs": _json_safe(action.nargs),
@@ -346,17 +187,15 @@ def describe(action: argparse.Action, group: str | None) -> dict[str, Any]:
 
 
 def _sglang_version() -> str:
-    try:
-        from importlib.metadata import version
+    installed = stubbed_import.package_version("sglang")
+    if installed is not None:
+        return installed
+    import sglang  # a --target install without metadata on the path
 
-        return version("sglang")
-    except Exception:  # a --target install without metadata on the path
-        import sglang
-
-        return str(getattr(sglang, "__version__", "unknown"))
+    return str(getattr(sglang, "__version__", "unknown"))
 
 
-def build_parser(stubs: StubFinder | None) -> argparse.ArgumentParser:
+def build_parser(stubs: stubbed_import.StubFinder | None) -> argparse.ArgumentParser:
     """The parser ``sglang.launch_server`` would build, minus the launch."""
     # SGLang prints warnings (no CUDA, etc.) while importing; keep stdout for JSON.
     with contextlib.redirect_stdout(io.StringIO()):
@@ -370,9 +209,9 @@ def build_parser(stubs: StubFinder | None) -> argparse.ArgumentParser:
 
 
 def dump(stub_missing: bool = False) -> dict[str, Any]:
-    stubs = StubFinder() if stub_missing else None
+    stubs = stubbed_import.StubFinder() if stub_missing else None
     parser = build_parser(stubs)
-    titles = _group_titles(parser)
+    titles = stubbed_import.group_titles(parser)
     args = [
         describe(a, titles.get(id(a)))
         for a in parser._actions
@@ -396,12 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     cli.add_argument("--output", "-o", help="write here instead of stdout")
     opts = cli.parse_args(argv)
-    text = json.dumps(dump(opts.stub_missing), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    if opts.output:
-        with open(opts.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+    stubbed_import.write_dump(dump(opts.stub_missing), opts.output)
     return 0
 
 

@@ -41,7 +41,6 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import io
-import json
 import math
 import os
 import platform
@@ -51,6 +50,12 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+# The part shared with SGLang's dump, by path: this script runs from its file, not as a package.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "engine_side"))
+import stubbed_import
+
+StubFinder = stubbed_import.StubFinder  # argparse_server.py builds its parser with it
+
 _CLI_ARGS_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.openai.cli_args")
 _PARSER_MODULE = "vllm.utils.argparse_utils"
 # vLLM modules whose code defines the flags: stubbing one would drop flags silently.
@@ -58,11 +63,9 @@ _NEVER_STUB = re.compile(
     r"^vllm(\.config(\..*)?|\.platforms(\.cuda|\.interface)?|\.engine\.arg_utils|\.entrypoints\..*cli_args|\.utils\.argparse_utils)$"
 )
 _MAX_RETRIES = 400
-_CANNOT_IMPORT = re.compile(r"cannot import name '(?P<attr>\w+)' from '(?P<module>[\w.]+)'")
 # "X is deprecated", "will be deprecated", "Deprecated: ...", but not "allow deprecated
 # quantization methods" nor "enable deprecated Prometheus metrics" (about other things).
 _SAYS_DEPRECATED = re.compile(r"\b(?:is|are|been|be|now)\s+deprecated\b|(?:^|[.!]\s+|\()deprecated\b", re.IGNORECASE)
-_BUILTIN_BOOL_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)
 _REPLACEMENT_PATTERNS = (
     re.compile(r"\buse\s+(--[A-Za-z0-9][\w.{},=<>-]*)\s+instead\b", re.IGNORECASE),
     re.compile(r"deprecated[,:;]?\s+(?:please\s+)?use\s+(--[A-Za-z0-9][\w.{},=<>-]*)", re.IGNORECASE),
@@ -71,142 +74,9 @@ _REPLACEMENT_PATTERNS = (
 
 
 # --------------------------------------------------------------------------- stubs
-
-
-class _StubMeta(type):
-    """Metaclass of stub objects: every attribute, call, subscript or union works."""
-
-    def __getattr__(cls, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        value = make_stub(f"{cls.__qualname__}.{attr}")
-        setattr(cls, attr, value)  # same object next time, so ``is`` checks hold
-        return value
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if "_stub_origin" not in cls.__dict__:  # a real subclass: build an instance
-            return super().__call__(*args, **kwargs)
-        if len(args) == 1 and not kwargs and callable(args[0]):
-            return args[0]  # used as a decorator: keep the decorated function
-        # One result per stub, so two calls compare equal (torch.library schemas).
-        if "_stub_result" not in cls.__dict__:
-            type.__setattr__(cls, "_stub_result", make_stub(f"{cls.__qualname__}()"))
-        return cls.__dict__["_stub_result"]
-
-    def __getitem__(cls, item: Any) -> Any:
-        return cls
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    def __ror__(cls, other: Any) -> Any:
-        return cls
-
-    def __iter__(cls) -> Iterator[Any]:
-        return iter(())
-
-    def __bool__(cls) -> bool:
-        return False  # "is the optional feature there?" checks take the no branch
-
-    def __hash__(cls) -> int:
-        return id(cls)
-
-
-class _StubBase(metaclass=_StubMeta):
-    """Base of every stub, so vLLM classes may inherit from a stubbed one."""
-
-    _stub_origin = "base"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__()
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        # A stub used as a pydantic field type (torch.dtype in ModelConfig) accepts anything.
-        from pydantic_core import core_schema
-
-        return core_schema.any_schema()
-
-
-def make_stub(qualname: str) -> Any:
-    """A fresh stub class (a class, not an instance, so it can be a base class)."""
-    return _StubMeta(qualname.rsplit(".", 1)[-1], (_StubBase,), {"_stub_origin": qualname})
-
-
-class _StubModule(types.ModuleType):
-    """A module whose every attribute is a stub; a package, so submodules import too."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.__path__: list[str] = []
-        self.__file__ = f"<stub {name}>"
-        self.__version__ = "0.0.0"  # StubFinder sets the pinned version
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)
-        value = make_stub(f"{self.__name__}.{attr}")
-        setattr(self, attr, value)
-        return value
-
-
-class _StubDistribution(importlib.metadata.Distribution):
-    """Package metadata for a stubbed package: vLLM asks ``importlib.metadata.version``."""
-
-    def __init__(self, name: str, version: str) -> None:
-        self._text = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-
-    def read_text(self, filename: str) -> str | None:
-        return self._text if filename in ("METADATA", "PKG-INFO") else None
-
-    def locate_file(self, path: Any) -> Any:
-        return path
-
-
-class StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """First on sys.meta_path; answers only for modules already chosen to be stubbed.
-
-    A stubbed package reports the version the wheel pins it to (``Requires-Dist:
-    torch==2.14.0``), or the lowest it admits, so that vLLM's version checks take the
-    branch a real install would."""
-
-    def __init__(self, pins: dict[str, str] | None = None) -> None:
-        self.modules: set[str] = set()
-        self.attributes: set[str] = set()
-        self.pins = pins or {}
-
-    def version_of(self, name: str) -> str:
-        return self.pins.get(name.lower().replace("_", "-"), "0.0.0")
-
-    def find_distributions(self, context: Any = None) -> Iterator[importlib.metadata.Distribution]:
-        name = getattr(context, "name", None)
-        if name and name.replace("-", "_") in self.modules:
-            yield _StubDistribution(name, self.version_of(name))
-
-    def covers(self, fullname: str) -> bool:
-        return any(fullname == m or fullname.startswith(m + ".") for m in self.modules)
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if not self.covers(fullname):
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _StubModule(spec.name)
-        module.__version__ = self.version_of(spec.name.split(".")[0])
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
-
-    def recorded(self) -> list[str]:
-        """Stubbed modules, and ``module:name`` for names missing from real modules."""
-        return sorted(self.modules | self.attributes)
+#
+# The stubbing itself is shared with SGLang's dump (runner/engine_side/stubbed_import.py);
+# what may be stubbed is vLLM's rule (below), and its stubs carry the wheel's pinned versions.
 
 
 def _is_compiled_extension(name: str) -> bool:
@@ -219,20 +89,7 @@ def _is_compiled_extension(name: str) -> bool:
     )
 
 
-def _failed_vllm_module(exc: BaseException) -> str | None:
-    """The innermost vllm module whose top-level code raised ``exc``, if any."""
-    failed = None
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        name = str(frame.f_globals.get("__name__", ""))
-        if frame.f_code.co_name == "<module>" and name.split(".")[0] == "vllm":
-            failed = name
-        tb = tb.tb_next
-    return failed
-
-
-def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
+def _stub_for(exc: BaseException, stubs: stubbed_import.StubFinder) -> bool:
     """Choose what to stub so that the import that raised ``exc`` gets further.
 
     Returns False when nothing sensible is left (the caller then re-raises)."""
@@ -245,12 +102,9 @@ def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
         if exc.name.split(".")[0] != "vllm" or _is_compiled_extension(exc.name):
             stubs.modules.add(exc.name)
             return True
-    match = _CANNOT_IMPORT.search(str(exc)) if isinstance(exc, ImportError) else None
-    if match and match["module"].split(".")[0] != "vllm" and match["module"] in sys.modules:
-        setattr(sys.modules[match["module"]], match["attr"], make_stub(match["attr"]))
-        stubs.attributes.add(f"{match['module']}:{match['attr']}")
+    if stubbed_import.stub_missing_name(exc, stubs, "vllm"):
         return True
-    failed = _failed_vllm_module(exc)
+    failed = stubbed_import.failed_module(exc, "vllm")
     if failed and not _NEVER_STUB.match(failed) and not stubs.covers(failed):
         # A vLLM module that runs torch or CUDA code at import time (kernels, platforms).
         stubs.modules.add(failed)
@@ -259,16 +113,11 @@ def _stub_for(exc: BaseException, stubs: StubFinder) -> bool:
     return False
 
 
-def import_with_stubs(module: str, stubs: StubFinder) -> types.ModuleType:
+def import_with_stubs(module: str, stubs: stubbed_import.StubFinder) -> types.ModuleType:
     """Import ``module``, stubbing whatever stops it, one failure at a time."""
-    for _ in range(_MAX_RETRIES):
-        try:
-            return importlib.import_module(module)
-        except Exception as exc:
-            if not _stub_for(exc, stubs):
-                raise
-            _log_stub(exc)
-    raise RuntimeError(f"gave up after stubbing {_MAX_RETRIES} modules")
+    imported: types.ModuleType = stubbed_import.retry_with_stubs(lambda: importlib.import_module(module),
+                                                  lambda exc: _stub_for(exc, stubs), _MAX_RETRIES)
+    return imported
 
 
 # --------------------------------------------------------------------------- parser
@@ -285,7 +134,7 @@ def _help_requested() -> Iterator[None]:
         sys.argv = saved
 
 
-def _cli_args_module(stubs: StubFinder) -> types.ModuleType:
+def _cli_args_module(stubs: stubbed_import.StubFinder) -> types.ModuleType:
     """The module that holds ``make_arg_parser``: it moved between releases."""
     import_with_stubs("vllm", stubs)  # find_spec imports the parent package
     for name in _CLI_ARGS_MODULES:
@@ -313,7 +162,7 @@ def wheel_pins() -> dict[str, str]:
     return pins
 
 
-def _pretend_cuda(stubs: StubFinder) -> None:
+def _pretend_cuda(stubs: stubbed_import.StubFinder) -> None:
     """Resolve vLLM's platform as CUDA, the platform benchdeck serves on.
 
     Building the parser instantiates ``VllmConfig``'s default configs, and ``DeviceConfig``
@@ -325,28 +174,22 @@ def _pretend_cuda(stubs: StubFinder) -> None:
     setattr(platforms, "_current_platform", cuda.NonNvmlCudaPlatform())  # noqa: B010 (a module global)
 
 
-def build_parser(stubs: StubFinder) -> tuple[argparse.ArgumentParser, str]:
+def build_parser(stubs: stubbed_import.StubFinder) -> tuple[argparse.ArgumentParser, str]:
     """The parser ``vllm serve`` builds, and the function that built it."""
     sys.meta_path.insert(0, stubs)
     with _help_requested(), contextlib.redirect_stdout(io.StringIO()):
         flexible = import_with_stubs(_PARSER_MODULE, stubs).FlexibleArgumentParser
         cli_args = _cli_args_module(stubs)
         _pretend_cuda(stubs)
-        for _ in range(_MAX_RETRIES):
-            # Some config defaults import more modules lazily, while the parser is built.
-            try:
-                parser = flexible(prog="vllm serve", usage="vllm serve [model_tag] [options]")
-                return cli_args.make_arg_parser(parser), f"{cli_args.__name__}.make_arg_parser"
-            except Exception as exc:
-                if not _stub_for(exc, stubs):
-                    raise
-                _log_stub(exc)
-    raise RuntimeError(f"gave up after stubbing {_MAX_RETRIES} modules")
 
+        def make() -> argparse.ArgumentParser:
+            parser = flexible(prog="vllm serve", usage="vllm serve [model_tag] [options]")
+            made: argparse.ArgumentParser = cli_args.make_arg_parser(parser)
+            return made
 
-def _log_stub(exc: BaseException) -> None:
-    # stderr, so a surprising stub can be traced back to its cause.
-    print(f"stub-missing: after {type(exc).__name__}: {exc}", file=sys.stderr)
+        # Some config defaults import more modules lazily, while the parser is built.
+        parser = stubbed_import.retry_with_stubs(make, lambda exc: _stub_for(exc, stubs), _MAX_RETRIES)
+    return parser, f"{cli_args.__name__}.make_arg_parser"
 
 
 # --------------------------------------------------------------------------- dump
@@ -369,13 +212,6 @@ def _json_safe(value: Any) -> Any:
     return repr(value)
 
 
-def _callable_name(kind: Any) -> str | None:
-    name = getattr(kind, "__name__", None)
-    if name is None and hasattr(kind, "func"):  # functools.partial
-        name = getattr(kind.func, "__name__", None)
-    return name
-
-
 def _inner_type(kind: Any) -> Any:
     """What vLLM's ``optional_type(f)`` / ``parse_type(f)`` closures wrap."""
     for cell in getattr(kind, "__closure__", None) or ():
@@ -390,11 +226,11 @@ def _type_name(action: argparse.Action) -> str | None:
     config dataclass read with pydantic), ``dict_or_str``, ``bool``; ``optional:`` in
     front when the flag also takes ``None`` / an empty string to mean unset."""
     kind = action.type
-    if isinstance(action, _BUILTIN_BOOL_ACTIONS):
+    if isinstance(action, stubbed_import.BUILTIN_BOOL_ACTIONS):
         return "bool"
     if kind is None:
         return None
-    name = _callable_name(kind)
+    name = stubbed_import.callable_name(kind)
     if name == "_optional_type":
         inner = _inner_type(kind)
         return "optional:" + (_plain_type_name(inner) if inner is not None else "str")
@@ -402,7 +238,7 @@ def _type_name(action: argparse.Action) -> str | None:
 
 
 def _plain_type_name(kind: Any) -> str:
-    name = _callable_name(kind) or type(kind).__name__
+    name = stubbed_import.callable_name(kind) or type(kind).__name__
     if name == "_parse_type":
         inner = _inner_type(kind)
         return _plain_type_name(inner) if inner is not None else "str"
@@ -427,19 +263,7 @@ def _is_deprecated(action: argparse.Action, help_text: str, deprecated: set[int]
 def _replacement(help_text: str, deprecated: bool) -> str | None:
     if not deprecated:
         return None
-    for pattern in _REPLACEMENT_PATTERNS:
-        match = pattern.search(help_text)
-        if match:
-            return match.group(1).rstrip(".,;)`'")
-    return None
-
-
-def _group_titles(parser: argparse.ArgumentParser) -> dict[int, str | None]:
-    titles: dict[int, str | None] = {}
-    for group in parser._action_groups:
-        for action in group._group_actions:
-            titles.setdefault(id(action), group.title)
-    return titles
+    return stubbed_import.replacement_in(help_text, _REPLACEMENT_PATTERNS, ".,;)`'")
 
 
 def _registered(parser: argparse.ArgumentParser) -> dict[int, list[str]]:
@@ -448,13 +272,6 @@ def _registered(parser: argparse.ArgumentParser) -> dict[int, list[str]]:
     for option, action in parser._option_string_actions.items():
         found.setdefault(id(action), []).append(option)
     return found
-
-
-def _primary(option_strings: Sequence[str]) -> str | None:
-    """The first long flag, as vLLM lists it (``--tensor-parallel-size``, not ``-tp``)."""
-    longs = [f for f in option_strings if f.startswith("--")]
-    candidates = longs or list(option_strings)
-    return candidates[0] if candidates else None
 
 
 def _negative(action: argparse.Action, accepted: Sequence[str]) -> list[str]:
@@ -466,6 +283,9 @@ def _negative(action: argparse.Action, accepted: Sequence[str]) -> list[str]:
     return []
 
 
+# The fields SGLang's dump writes too are written here again (a `duplicates` pair with
+# runner/sglang_side/schema_dump.py): the key order is the file format's, and each value comes
+# from this engine's own readers (_json_safe, _type_name, _replacement), which differ.
 def describe(
     action: argparse.Action, group: str | None, accepted: Sequence[str], deprecated: set[int]
 ) -> dict[str, Any]:
@@ -478,7 +298,7 @@ def describe(
         "flags": visible,
         "hidden_flags": [o for o in accepted if o not in visible],
         "negative_flags": _negative(action, accepted),
-        "primary": _primary(visible),
+        "primary": stubbed_import.primary(visible),  # --tensor-parallel-size, not -tp
         "action": type(action).__name__,
         "type": _type_name(action),
         "nargs": _json_safe(action.nargs),
@@ -496,18 +316,13 @@ def describe(
 
 
 def _vllm_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("vllm")
-    except Exception:
-        return "unknown"
+    return stubbed_import.package_version("vllm") or "unknown"
 
 
 def dump() -> dict[str, Any]:
-    stubs = StubFinder(wheel_pins())
+    stubs = stubbed_import.StubFinder(wheel_pins())
     parser, entry = build_parser(stubs)
-    titles = _group_titles(parser)
+    titles = stubbed_import.group_titles(parser)
     accepted = _registered(parser)
     deprecated = {id(a) for a in getattr(parser, "_deprecated", ())}
     args = [
@@ -533,12 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = cli.parse_args(argv)
     if opts.source:
         sys.path.insert(0, opts.source)
-    text = json.dumps(dump(), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    if opts.output:
-        with open(opts.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+    stubbed_import.write_dump(dump(), opts.output)
     return 0
 
 

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from domain.flags._data import DATA_DIR, DataFileError, bilingual, data_file
+from domain.flags._data import DATA_DIR, bilingual, data_entries
 from domain.flags.argv import render_flags
 from domain.flags.dialect import FlagDialect
 from domain.flags.issues import (
@@ -53,7 +53,7 @@ from domain.flags.risk import (
 )
 from domain.flags.schema import FlagSpec, Schema, SchemaError, strip_dashes
 from domain.flags.strings import free_text_problem, has_control_characters, has_non_ascii_digit, plain_value_problem
-from domain.flags.validate import VersionedCheck, check_versions, nearest, validate_flags
+from domain.flags.validate import VersionedCheck, check_versions, nearest, validate_server_args
 from domain.flags.values import parse_json, shown_value, walk_json
 
 ENGINE = "vllm"
@@ -181,20 +181,12 @@ class VllmRename:
 
 @lru_cache(maxsize=1)
 def vllm_renames() -> tuple[VllmRename, ...]:
-    raw = data_file("vllm_drift.yaml")
-    try:
-        return tuple(
-            VllmRename(
-                old=str(e["old"]),
-                new=str(e["new"]),
-                value=e.get("value"),
-                json_key=e.get("json_key"),
-                note=bilingual(e["note"], f"vllm_drift.yaml: {e['old']}"),
-            )
-            for e in raw["renames"]
-        )
-    except (KeyError, TypeError) as exc:
-        raise DataFileError(f"vllm_drift.yaml: malformed entry {exc}") from exc
+    return data_entries("vllm_drift.yaml", "renames", _rename_from)
+
+
+def _rename_from(entry: Mapping[str, Any]) -> VllmRename:
+    note = bilingual(entry["note"], f"vllm_drift.yaml: {entry['old']}")
+    return VllmRename(str(entry["old"]), str(entry["new"]), entry.get("value"), entry.get("json_key"), note)
 
 
 def vllm_translation(flag: str, value: object, schema: Schema) -> Translation | None:
@@ -492,18 +484,10 @@ def assess_vllm_risk(
     return assess_flags_risk(server_args, load_vllm_schema(version), profile, vllm_risk_layers(), classify_vllm_flag)
 
 
-def validate_vllm_args(
-    server_args: Mapping[str, object],
-    version: str,
-    *,
-    model_dirs: Sequence[Path],
-    model: str | None = None,
-    policy: Policy | None = None,
-    schema: Schema | None = None,
-) -> FlagReport:
-    """Every finding for ``server_args`` (flag names without dashes) on vLLM ``version``."""
-    return validate_flags(VLLM_FLAGS, server_args, schema or load_vllm_schema(version), model_dirs=model_dirs,
-                          model=model, policy=policy)
+def validate_vllm_args(server_args: Mapping[str, object], version: str, **options: Any) -> FlagReport:
+    """Every finding for ``server_args`` on vLLM ``version``: ``validate_server_args`` with
+    vLLM's dialect, and its options (``model_dirs``, ``model``, ``policy``, ``schema``)."""
+    return validate_server_args(server_args, version, dialect=VLLM_FLAGS, **options)
 
 
 def check_vllm_plan(
@@ -522,17 +506,10 @@ def check_vllm_plan(
 VllmCheck = VersionedCheck
 
 
-def vllm_check_messages(
-    server_args: Mapping[str, object],
-    lang: str,
-    *,
-    model_dirs: Sequence[Path],
-    model: str | None = None,
-    versions: Sequence[str] | None = None,
-) -> VersionedCheck:
-    """:func:`domain.flags.validate.check_versions` for vLLM (every shipped version unless
-    ``versions`` narrows to the plan's pinned one)."""
-    return check_versions(VLLM_FLAGS, server_args, lang, model_dirs=model_dirs, model=model, versions=versions)
+def vllm_check_messages(server_args: Mapping[str, object], lang: str, **options: Any) -> VersionedCheck:
+    """:func:`domain.flags.validate.check_versions` for vLLM (every shipped version unless the
+    ``versions`` option narrows to the plan's pinned one; ``model_dirs``, ``model`` as there)."""
+    return check_versions(VLLM_FLAGS, server_args, lang, **options)
 
 
 def render_vllm_argv(server_args: Mapping[str, object], version: str, *, schema: Schema | None = None) -> list[str]:
