@@ -27,8 +27,9 @@ The policy mirrors SGLang's default scheduler (FCFS, chunked prefill, no mixed c
    the KV pool cannot hold one more token per request, the newest request is retracted
    (back to the head of the queue, to prefill prompt + generated again), as SGLang does.
 5. **Prefix cache.**  A radix-cache stand-in matches prompts by 32-token pages; matched
-   tokens are not recomputed (at least one prompt token always is).  ``/flush_cache``
-   empties it; ``--disable-radix-cache`` turns it off.
+   tokens are not recomputed (at least one prompt token always is).  Its memory is the KV
+   pool's (:mod:`emulator.prefix_cache`).  ``/flush_cache`` empties it;
+   ``--disable-radix-cache`` turns it off.
 
 Not modelled: data-parallel replicas (``--dp-size``) and attention-DP ranks run as one
 scheduler over one GPU's KV pool (their memory arithmetic is still applied), speculative
@@ -53,15 +54,16 @@ does not set ``ignore_eos``).
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from domain.estimate.prefill import PrefillBudget
+from emulator.prefix_cache import PAGE, PrefixCache
 from emulator.timing import TimingModel
 
 CLIP_MAX_NEW_TOKENS = 4096
-PAGE = 32
+__all__ = ["PAGE", "PrefixCache", "Request", "Scheduler", "SchedulerLimits", "Step"]
 
 
 @dataclass(eq=False)
@@ -129,50 +131,6 @@ class SchedulerLimits:
     # SGLang's overlap scheduler: a prefill step's first tokens stream when the next prefill
     # step ends (module docstring).  False for --disable-overlap-schedule, PD roles and vLLM.
     overlap_prefill_results: bool = False
-
-
-class PrefixCache:
-    """LRU set of page-aligned prompt prefixes, keyed by a rolling hash."""
-
-    def __init__(self, capacity_tokens: int, enabled: bool) -> None:
-        self.capacity_pages = max(0, capacity_tokens // PAGE)
-        self.enabled = enabled
-        self._pages: OrderedDict[int, None] = OrderedDict()
-
-    @staticmethod
-    def keys(ids: Sequence[int]) -> list[int]:
-        keys, h = [], 0
-        for start in range(0, len(ids) - PAGE + 1, PAGE):
-            h = hash((h, tuple(ids[start:start + PAGE])))
-            keys.append(h)
-        return keys
-
-    def match(self, keys: Sequence[int]) -> int:
-        if not self.enabled:
-            return 0
-        matched = 0
-        for key in keys:
-            if key not in self._pages:
-                break
-            self._pages.move_to_end(key)
-            matched += 1
-        return matched * PAGE
-
-    def insert(self, keys: Sequence[int]) -> None:
-        if not self.enabled:
-            return
-        for key in keys:
-            self._pages[key] = None
-            self._pages.move_to_end(key)
-        while len(self._pages) > self.capacity_pages:
-            self._pages.popitem(last=False)
-
-    def clear(self) -> None:
-        self._pages.clear()
-
-    @property
-    def tokens(self) -> int:
-        return len(self._pages) * PAGE
 
 
 @dataclass
@@ -252,6 +210,7 @@ class Scheduler:
             req.cached, req.prefilled = max(req.cached, cached), ready
             self.running.append(req)
             self.reserved += need
+            self.cache.fit(self.limits.max_total_num_tokens - self.reserved)
             chunks.append((req, take))
 
     def _retract_if_full(self) -> None:
@@ -338,6 +297,7 @@ class Scheduler:
             self.counters.finished_requests += 1
             self._release(req)
             self.cache.insert(req.page_keys)
+            self.cache.fit(self.limits.max_total_num_tokens - self.reserved)
         emitted.append(req)
 
     def _release(self, req: Request) -> None:

@@ -25,6 +25,7 @@ from emulator import disagg, startup
 from emulator import health as health_check
 from emulator.config import EMULATOR_VERSION, EmulatorConfig, resolved_server_args
 from emulator.metrics import Metrics
+from emulator.prefix_cache import sglext
 from emulator.scheduler import Request
 from emulator.step_loop import StepLoop
 from emulator.tokens import TokenText
@@ -389,7 +390,8 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
             state.cfg.args.get("stream_response_default_include_usage"))
-        return await _openai_stream(request, state, gen, out, _OpenAIShape(chat, rid, model, include_usage))
+        shape = _OpenAIShape(chat, rid, model, include_usage, bool(body.get("return_cached_tokens_details")))
+        return await _openai_stream(request, state, gen, out, shape)
     req = await _collect(state, gen, out)
     choice: dict[str, Any] = {"index": 0, "finish_reason": _openai_reason(req), "logprobs": None}
     if chat:
@@ -398,7 +400,7 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         choice["text"] = out.text
     return web.json_response({"id": rid, "object": "chat.completion" if chat else "text_completion",
                               "created": int(time.time()), "model": model, "choices": [choice],
-                              "usage": _usage(req)})
+                              "usage": _usage(req), **sglext(body, req.cached)})
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,7 @@ class _OpenAIShape:
     rid: str
     model: str
     include_usage: bool
+    cached_details: bool = False  # return_cached_tokens_details: sglext on the usage chunk
 
     def chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
         return {"id": self.rid, "object": "chat.completion.chunk" if self.chat else "text_completion",
@@ -437,7 +440,8 @@ async def _openai_stream(request: web.Request, state: ServerState, gen: GenInput
                 await response.write(_sse(shape.chunk([shape.choice(delta, _openai_reason(req))])))
                 sent = req.generated
         if shape.include_usage and last is not None:
-            await response.write(_sse(shape.chunk([], _usage(last))))
+            ext = sglext({"return_cached_tokens_details": shape.cached_details}, last.cached)
+            await response.write(_sse({**shape.chunk([], _usage(last)), **ext}))
         await response.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         return response

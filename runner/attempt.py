@@ -72,6 +72,7 @@ from runner.telemetry import (
     write_parquet,
 )
 from runner.vllm_metrics import read_vllm_metrics
+from runner.workload_run import WorkloadFileError, checked_workload_label, driver_request
 
 GPU_MEMORY_TOLERANCE_GB = 1.0
 
@@ -132,6 +133,7 @@ class AttemptContext:
     # Why the sweep stopped early on its plan's stop_on_sla (None: it did not): the run
     # succeeds with the points measured, the rest recorded as skipped (AttemptExecution.run).
     sla_stop: str | None = None
+    workload_label: str | None = None  # the point's workload with its file's hash (runner/workload_run.py)
     hostname: str = field(default_factory=socket.gethostname)
 
     @property
@@ -496,6 +498,11 @@ class AttemptExecution:
         ctx = self.ctx
         assert ctx.server is not None and ctx.client is not None  # noqa: S101 - set by run()
         ctx.writer.set_current_point(point.key)
+        try:
+            ctx.workload_label = checked_workload_label(ctx.plan)
+        except (WorkloadFileError, OSError) as exc:
+            raise server_process.AttemptFailure(FailureKind.BAD_ARGS, f"workload file at {point.key}: {exc}",
+                                                "fix the file; runner check shows each problem's line") from exc
         output = ctx.attempt_dir / "records" / f"{point.key.replace('/', '_')}.jsonl"
         output.parent.mkdir(parents=True, exist_ok=True)
         requests_file = output.with_suffix(".requests.jsonl")
@@ -510,7 +517,7 @@ class AttemptExecution:
         try:
             result = ctx.client.run_point(point.key, argv, timeout_s=self.settings.point_timeout_s,
                                           cancelled=lambda: ctx.interrupted() or liveness.dead,
-                                          requests_file=requests_file)
+                                          requests_file=requests_file, dataset=driver_request(ctx.plan))
         except BenchCancelled:
             if liveness.verdict is None or ctx.interrupted():
                 raise
@@ -635,6 +642,8 @@ class AttemptExecution:
                           launch_idx=ctx.launch_idx, **client_conditions(ctx.client, result))
         if ctx.plan.is_external:
             conditions.update(external.point_conditions(ctx.plan))
+        if ctx.workload_label is not None:
+            conditions["workload"] = ctx.workload_label  # with the file's hash, read before the point ran
         ctx.writer.insert_point(
             scenario=point.scenario.name, concurrency=point.concurrency, repeat_idx=point.repeat_idx,
             conditions=conditions, started_at=started, finished_at=finished, metrics=metrics,

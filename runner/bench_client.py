@@ -41,6 +41,7 @@ from domain.results.request_table import (  # noqa: F401 - re-exported: the runn
     requests_from_details,
 )
 from runner.process import Child, start_child, stop_group
+from runner.workload_run import workload_argv
 
 DRIVER = Path(__file__).resolve().parent / "sglang_side" / "bench_driver.py"
 
@@ -132,11 +133,12 @@ def build_bench_argv(
     ``output_details``: ask for the per-request arrays (the fallback's only source of
     per-request data), where the client knows ``--output-details``."""
     bench = plan.benchmark
+    dataset = workload_argv(bench, known_flags) or ["--dataset-name", bench.dataset]
     argv = [
         "--backend", bench.backend,
         "--base-url", base_url,
         "--tokenizer", str(tokenizer),
-        "--dataset-name", bench.dataset,
+        *dataset,
         "--num-prompts", str(point.num_prompts),
         "--random-input-len", str(point.scenario.input_len),
         "--random-output-len", str(point.scenario.output_len),
@@ -237,15 +239,16 @@ class WarmBenchClient:
 
     def run_point(
         self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool],
-        requests_file: Path | None = None,
+        requests_file: Path | None = None, dataset: dict[str, Any] | None = None,
     ) -> PointOutcome:
-        """Run one point; with ``requests_file`` the driver writes every measured request there."""
+        """Run one point; with ``requests_file`` the driver writes every measured request there;
+        ``dataset``: rows the driver loads itself (runner/workload_run.py)."""
         assert self.child is not None and self.child.popen.stdin is not None  # noqa: S101
         started = time.time()
         # log_path: the driver writes what the client prints to this attempt's log, also
         # when the process was started for an earlier run (KeptClient).
         request = {"id": point_id, "argv": argv, "requests_file": str(requests_file) if requests_file else None,
-                   "log_path": str(self.log_path)}
+                   "log_path": str(self.log_path), "dataset": dataset}
         self.busy = True
         self.child.popen.stdin.write((json.dumps(request) + "\n").encode())
         self.child.popen.stdin.flush()
@@ -295,10 +298,14 @@ class OneShotBenchClient:
 
     def run_point(
         self, point_id: str, argv: list[str], *, timeout_s: float, cancelled: Callable[[], bool],
-        requests_file: Path | None = None,
+        requests_file: Path | None = None, dataset: dict[str, Any] | None = None,
     ) -> PointOutcome:
         """Run one point in its own process; ``requests_file`` is not written (the
-        per-request data comes from ``--output-details`` in the record instead)."""
+        per-request data comes from ``--output-details`` in the record instead).  A dataset
+        only the warm driver can load cannot run here."""
+        if dataset is not None:
+            raise BenchError(f"this client runs one process per point and cannot load a {dataset.get('kind')} "
+                             "workload (only the warm driver can)")
         started = time.time()
         command = [str(self.python), "-m", self.module, *argv]
         self.child = start_child(self.wrap_argv(command) if self.wrap_argv else command, log_path=self.log_path,

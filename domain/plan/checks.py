@@ -25,6 +25,7 @@ from domain.plan.presets import model_preset_for
 from domain.plan.run_plan import RunPlan
 from domain.plan.thinking import is_set, template_problem
 from domain.plan.transfer_backend import BACKEND_PACKAGES, DEFAULT_BACKEND, unnamed_backend_roles
+from domain.plan.workload_files import workload_file_problems
 
 QWEN3_2507_CONTEXT = 262_144
 
@@ -58,7 +59,7 @@ def unknown_version_error(version: str, lang: str) -> str | None:
 
 def configuration_check(plan: RunPlan, settings: Settings, host_version: str | None = None) -> ConfigCheck:
     bench = plan.benchmark
-    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    largest = max(bench.sweep_scenarios(), key=lambda s: s.input_len + s.output_len)
     return check_configuration(
         plan.server_args, schema_version_for(plan, host_version), model_dirs=settings.model_dirs, model=plan.model,
         gpu_type=plan.gpu.type, gpu_count=plan.gpu.count, input_len=largest.input_len,
@@ -71,7 +72,7 @@ def role_checks(plan: RunPlan, settings: Settings, host_version: str | None = No
     """Each topology role's own flags (plan-wide ones merged in), checked like a server's
     own: one check per role, against the GPUs one of its servers gets."""
     bench = plan.benchmark
-    largest = max(bench.scenarios, key=lambda s: s.input_len + s.output_len)
+    largest = max(bench.sweep_scenarios(), key=lambda s: s.input_len + s.output_len)
     checks = []
     for role, group in plan.topology.groups():
         args = {**plan.server_args, **group.server_args}
@@ -100,7 +101,17 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
                every_vllm_version: bool = False) -> CheckReport:
     """``every_vllm_version`` (``python -m runner check``): a vLLM plan that pins no version is
     checked against every shipped vLLM schema, each line naming its version; otherwise
-    against the version it will run with."""
+    against the version it will run with.  A workload's file is checked whatever the engine."""
+    report = _check_by_engine(plan, settings, lang, host_version, every_vllm_version)
+    if plan.benchmark.workload is not None:
+        file_errors = [problem.text(lang) for problem in workload_file_problems(plan.benchmark.workload)]
+        report.errors += file_errors
+        report.detail += "".join(f"\n{line}" for line in file_errors)
+    return report
+
+
+def _check_by_engine(plan: RunPlan, settings: Settings, lang: str, host_version: str | None,
+                     every_vllm_version: bool) -> CheckReport:
     if plan.external is not None:
         return _check_external_plan(plan, settings, lang)
     if plan.engine != "sglang":
@@ -265,6 +276,6 @@ def context_length_errors(plan: RunPlan, lang: str, model_dirs: Sequence[Path] =
     return [
         t("check.context_too_long", lang, scenario=s.name, input_len=s.input_len, output_len=s.output_len,
           total=s.input_len + s.output_len, context=limit, source=source)
-        for s in plan.benchmark.scenarios
+        for s in plan.benchmark.sweep_scenarios()
         if s.input_len >= limit or s.input_len + s.output_len > limit
     ]

@@ -31,6 +31,14 @@ from domain.engines import EXTERNAL, adapter_for, families, split_label
 from domain.plan.naming import clean_name, name_problem
 from domain.plan.thinking_mode import thinking_problem
 from domain.plan.topology import Topology, layout_problems
+from domain.plan.workload import (
+    FILE_KINDS,
+    Workload,
+    dataset_name,
+    nominal_lengths,
+    workload_label,
+    workload_prompts,
+)
 
 FlagValue = bool | int | float | str | list[int] | list[float] | list[str]
 
@@ -165,6 +173,30 @@ class BenchmarkPlan(_Strict):
     ignore_eos: bool = True
     flush_cache: bool = True
     stop_on_sla: SlaStop | None = None  # None: every point is measured, whatever its latency
+    # Shared prefixes, local text, multi-turn, traces (domain/plan/workload.py); None: scenarios of random prompts.
+    workload: Workload | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _workload_client_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("workload"), dict):
+            return data
+        return {**workload_client_defaults(data["workload"].get("kind")), **data}
+
+    @model_validator(mode="after")
+    def _workload_fits(self) -> BenchmarkPlan:
+        if self.workload is not None:
+            refusal = workload_problem(self)
+            if refusal is not None:
+                raise plan_rule(*refusal)
+        return self
+
+    def sweep_scenarios(self) -> list[Scenario]:
+        """The scenarios a sweep runs: the plan's, or the workload's one."""
+        if self.workload is None:
+            return self.scenarios
+        name, input_len, output_len, _known = nominal_lengths(self.workload)
+        return [Scenario(name=name, input_len=input_len, output_len=output_len)]
 
     @field_validator("num_prompts", "warmup", mode="before")
     @classmethod
@@ -207,14 +239,18 @@ class BenchmarkPlan(_Strict):
                             "downloads)", dataset=self.dataset)
         return self
 
+    def prompts_at(self, concurrency: int) -> int:
+        fixed = workload_prompts(self.workload) if self.workload is not None else None
+        return fixed if fixed is not None else resolve_count(self.num_prompts, concurrency)
+
     @model_validator(mode="after")
     def _sizes(self) -> BenchmarkPlan:
-        points = len(self.scenarios) * len(self.concurrency) * self.repeats
+        points = len(self.sweep_scenarios()) * len(self.concurrency) * self.repeats
         if points > MAX_POINTS:
             raise plan_rule("too_many_points", "{points} points is more than the {limit} a run may have",
                             points=points, limit=MAX_POINTS)
         for c in self.concurrency:
-            prompts = resolve_count(self.num_prompts, c)
+            prompts = self.prompts_at(c)
             if prompts < 1:
                 raise plan_rule("prompts_too_few", "num_prompts must give at least 1 prompt per point")
             if prompts > MAX_PROMPTS_PER_POINT:
@@ -470,10 +506,10 @@ class RunPlan(_Strict):
                 scenario=scenario,
                 concurrency=c,
                 repeat_idx=r,
-                num_prompts=resolve_count(bench.num_prompts, c),
+                num_prompts=bench.prompts_at(c),
                 warmup=resolve_count(bench.warmup, c),
             )
-            for scenario in bench.scenarios
+            for scenario in bench.sweep_scenarios()
             for c in bench.concurrency
             for r in range(bench.repeats)
         ]
@@ -548,4 +584,38 @@ def point_conditions(plan: RunPlan, point: Point) -> dict[str, Any]:
         "thinking_mode": bench.thinking_mode,
         "ignore_eos": bench.ignore_eos,
         "flush_cache": bench.flush_cache,
+        **(workload_conditions(bench.workload) if bench.workload is not None else {}),
     }
+
+
+def workload_conditions(workload: Workload) -> dict[str, Any]:
+    """What a workload changes in a point's conditions (the runner adds the file's hash to
+    ``workload``); a file's lengths are unknown before it runs."""
+    known = nominal_lengths(workload)[3]
+    return {"dataset": dataset_name(workload), "dataset_path": getattr(workload, "path", None),
+            "workload": workload_label(workload), "workload_kind": workload.kind,
+            **({} if known else {"input_len": None, "output_len": None})}
+
+
+def workload_client_defaults(kind: object) -> dict[str, Any]:
+    """Client settings a workload implies unless the plan says otherwise: the client's text
+    datasets refuse ``--tokenize-prompt``; multi-turn replays through the chat backend."""
+    if kind == "multi-turn":
+        return {"tokenize_prompt": False, "backend": "sglang-oai-chat", "apply_chat_template": True}
+    return {"tokenize_prompt": False} if kind == "text" else {}
+
+
+def workload_problem(bench: BenchmarkPlan) -> tuple[str, str] | None:
+    """Why a workload cannot run with the rest of the benchmark section (None: it can)."""
+    workload = bench.workload
+    if workload is None:
+        return None
+    # Scenarios at their defaults (as a stored plan dumps them) are the workload's to replace.
+    if bench.scenarios != list(SCENARIO_PRESETS.values()) or bench.dataset != "random-ids" or bench.dataset_path:
+        return ("workload_alone", "a workload sets the prompts itself: leave scenarios, dataset and dataset_path out")
+    if workload.kind in FILE_KINDS - {"trace"} and bench.tokenize_prompt:
+        return ("workload_text", "the client reads a text workload as text: tokenize_prompt must be false")
+    if workload.kind == "multi-turn" and bench.backend != "sglang-oai-chat":
+        return ("workload_chat", "a multi-turn workload replays chats: it needs the sglang-oai-chat backend "
+                "(vLLM plans cannot run it here)")
+    return None

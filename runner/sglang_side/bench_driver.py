@@ -30,6 +30,7 @@ import importlib
 import inspect
 import json
 import os
+import random
 import sys
 import time
 import traceback
@@ -188,18 +189,161 @@ def _fail_empty_completions(module: Any, channel_checks: dict[str, Any]) -> None
         funcs[backend] = checked(func)
 
 
-REQUEST_FIELDS = ("success", "error", "prompt_len", "output_len", "ttft", "latency", "itl", "start_time")
+REQUEST_FIELDS = ("success", "error", "prompt_len", "output_len", "ttft", "latency", "itl", "start_time",
+                  "cached_tokens")
 
 
 def request_line(output: Any) -> dict[str, Any]:
     """One request's ``RequestFuncOutput`` as the client measured it (seconds, its own
-    perf_counter for ``start_time``); a field this client version lacks is null."""
+    perf_counter for ``start_time``; ``cached_tokens`` as the server reported them); a
+    field this client version lacks is null.  ``turn``: a multi-turn round (1-based)."""
     line = {name: getattr(output, name, None) for name in REQUEST_FIELDS}
     line["itl"] = list(line["itl"] or [])
+    line["turn"] = getattr(output, TURN_ATTRIBUTE, None)
     return line
 
 
-def _capture_requests(module: Any, current: dict[str, Any]) -> None:
+# --- workloads benchdeck adds to the client (domain/plan/workload.py says which and why) ------
+TURN_ATTRIBUTE = "benchdeck_turn"
+
+
+def trace_lines(path: str, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` lines of a trace JSONL (checked by ``runner check`` beforehand)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                rows.append(json.loads(line))
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+def trace_prompts(rows: list[dict[str, Any]], vocab: int, seed: int) -> list[list[int]]:
+    """One prompt of token ids per trace line, ``input_len`` long.  Lines of one ``group``
+    share their first tokens: as many as the group's shortest prompt has, less one (each
+    prompt keeps one token of its own), so a prefix cache can hit them as a real
+    application's shared system prompt."""
+    shortest: dict[Any, int] = {}
+    for row in rows:
+        if row.get("group") is not None:
+            shortest[row["group"]] = min(shortest.get(row["group"], row["input_len"]), row["input_len"])
+    prefixes = {group: random.Random(f"{seed}:{group}").choices(range(vocab), k=length - 1)  # noqa: S311 - prompts
+                for group, length in shortest.items()}
+    own = random.Random(seed)  # noqa: S311 - prompts, not secrets
+    prompts = []
+    for row in rows:
+        shared = prefixes.get(row.get("group"), [])
+        prompts.append(shared + own.choices(range(vocab), k=row["input_len"] - len(shared)))
+    return prompts
+
+
+def _trace_rows(module: Any, args: Any, tokenizer: Any, dataset: dict[str, Any], current: dict[str, Any]) -> Any:
+    rows = trace_lines(dataset["path"], int(args.num_prompts))
+    prompts = trace_prompts(rows, int(tokenizer.vocab_size), int(args.seed))
+    out = []
+    for row, ids in zip(rows, prompts, strict=True):
+        prompt = ids if args.tokenize_prompt else tokenizer.decode(ids)
+        out.append(module.DatasetRow(prompt=prompt, prompt_len=len(ids), output_len=int(row["output_len"]),
+                                     timestamp=float(row["timestamp"])))
+    stamps = sorted(float(row["timestamp"]) for row in rows)
+    current["trace_targets"] = [(stamp - stamps[0]) / 1000.0 * float(dataset["time_scale"]) for stamp in stamps]
+    return out
+
+
+def _jsonl_rows(module: Any, args: Any, tokenizer: Any, dataset: dict[str, Any]) -> Any:
+    """A plain JSONL of prompts (``{"prompt", "output_len"?}``), the client's text path: the
+    prompt as text, its length as the tokenizer counts it."""
+    out = []
+    with open(dataset["path"], encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            length = int(row.get("output_len") or dataset["output_len"])
+            out.append(module.DatasetRow(prompt=row["prompt"], prompt_len=len(tokenizer.encode(row["prompt"])),
+                                         output_len=length))
+            if len(out) >= int(args.num_prompts):
+                break
+    return out
+
+
+def _hook_workloads(module: Any, current: dict[str, Any]) -> None:
+    """Rows benchdeck loads itself (``dataset`` in a request), the client's own trace-timestamp
+    replay for them (its ``get_request`` has it; ``benchmark()`` never turns it on), and the
+    round of each multi-turn request."""
+    load, replay = getattr(module, "get_dataset", None), getattr(module, "get_request", None)
+    wrap_turns = getattr(module, "wrap_multi_turn_request_func", None)
+    if load is None or replay is None:
+        return
+
+    def get_dataset(args: Any, tokenizer: Any, *rest: Any, **kwargs: Any) -> Any:
+        dataset = current.get("dataset")
+        current.pop("trace_targets", None)
+        if not dataset:
+            return load(args, tokenizer, *rest, **kwargs)
+        if dataset["kind"] == "trace":
+            return _trace_rows(module, args, tokenizer, dataset, current)
+        return _jsonl_rows(module, args, tokenizer, dataset)
+
+    def get_request(input_requests: Any, request_rate: Any, *rest: Any, **kwargs: Any) -> Any:
+        dataset = current.get("dataset") or {}
+        if dataset.get("kind") == "trace":
+            return replay(input_requests, request_rate, use_trace_timestamps=True,
+                          slowdown_factor=float(dataset["time_scale"]))
+        return replay(input_requests, request_rate, *rest, **kwargs)
+
+    module.get_dataset, module.get_request = get_dataset, get_request
+    if wrap_turns is not None:
+        module.wrap_multi_turn_request_func = lambda func, backend: _tag_turns(wrap_turns(func, backend=backend))
+
+
+def _tag_turns(multi_turn: Any) -> Any:
+    async def tagged(*args: Any, **kwargs: Any) -> Any:
+        outputs = await multi_turn(*args, **kwargs)
+        for index, output in enumerate(outputs, start=1):
+            setattr(output, TURN_ATTRIBUTE, index)
+        return outputs
+
+    return tagged
+
+
+def trace_replay(targets: list[float], starts: list[float]) -> dict[str, Any]:
+    """How closely the client's request starts (its own clock) followed the trace's arrival
+    times: the largest and mean lag, and the largest as a share of the trace's span."""
+    if not targets or len(starts) != len(targets):
+        return {"requests": len(starts), "compared": False}
+    measured = [start - starts[0] for start in starts]
+    lags = [abs(m - t) for m, t in zip(measured, targets, strict=True)]
+    span = targets[-1]
+    return {"requests": len(starts), "compared": True, "span_s": span, "replayed_span_s": measured[-1],
+            "max_lag_ms": max(lags) * 1000, "mean_lag_ms": sum(lags) / len(lags) * 1000,
+            "max_lag_pct_of_span": max(lags) / span * 100 if span > 0 else None}
+
+
+def per_turn(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each multi-turn round's requests, mean TTFT and the server's cached tokens."""
+    turns: dict[int, list[dict[str, Any]]] = {}
+    for line in lines:
+        if line.get("turn") is not None and line.get("success"):
+            turns.setdefault(int(line["turn"]), []).append(line)
+    return [{"turn": turn, "requests": len(rows),
+             "mean_ttft_ms": sum(float(r["ttft"] or 0) for r in rows) / len(rows) * 1000,
+             "cached_tokens": sum(int(r.get("cached_tokens") or 0) for r in rows),
+             "prompt_tokens": sum(int(r.get("prompt_len") or 0) for r in rows)} for turn, rows in sorted(turns.items())]
+
+
+def _summarise_workload(lines: list[dict[str, Any]], current: dict[str, Any], checks: dict[str, Any]) -> None:
+    targets = current.get("trace_targets")
+    if targets is not None:
+        starts = [float(line["start_time"]) for line in lines if line.get("start_time")]
+        checks["trace_replay"] = trace_replay(targets, sorted(starts))
+    turns = per_turn(lines)
+    if turns:
+        checks["per_turn"] = turns
+
+
+def _capture_requests(module: Any, current: dict[str, Any], checks: dict[str, Any]) -> None:
     """Keep every measured request: the client hands exactly those (warmup requests never
     reach it, multi-turn rounds already flattened) to ``calculate_metrics``, which every
     metric of the record comes from.  Written after the metrics are computed, so the
@@ -211,12 +355,14 @@ def _capture_requests(module: Any, current: dict[str, Any]) -> None:
 
     def capturing(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
+        outputs = signature.bind(*args, **kwargs).arguments.get("outputs") or []
+        lines = [request_line(output) for output in outputs]
+        _summarise_workload(lines, current, checks)
         path = current.get("requests_file")
         if path:
-            outputs = signature.bind(*args, **kwargs).arguments.get("outputs") or []
             with open(path, "w", encoding="utf-8") as out:
-                for output in outputs:
-                    out.write(json.dumps(request_line(output)) + "\n")
+                for line in lines:
+                    out.write(json.dumps(line) + "\n")
         return result
 
     module.calculate_metrics = capturing
@@ -259,7 +405,8 @@ def main() -> int:
     _hook_phases(module, channel, current)
     _distinct_random_ids(checks)
     _fail_empty_completions(module, checks)
-    _capture_requests(module, current)
+    _capture_requests(module, current, checks)
+    _hook_workloads(module, current)
     flags = sorted(option for action in parser._actions for option in action.option_strings)
     _emit(channel, event="ready", module=module.__name__, version=version, flags=flags)
     for line in sys.stdin:
@@ -267,6 +414,7 @@ def main() -> int:
         _log_to(request.get("log_path"), current)
         current["id"] = request["id"]
         current["requests_file"] = request.get("requests_file")
+        current["dataset"] = request.get("dataset")
         checks.clear()
         try:
             _run_one(module, parser, request["argv"])

@@ -1,0 +1,134 @@
+"""Workloads in a plan (domain/plan/workload.py), their files checked with the line of
+each problem (domain/plan/workload_files.py, ``runner check``), the client arguments they
+become, and the driver's own pieces (trace prompts, replay fidelity, per-turn summary)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from domain.plan.plan_io import PlanError, dump_plan, load_plan
+from domain.plan.run_plan import point_conditions
+from domain.plan.workload_files import workload_file_problems
+from runner.sglang_side.bench_driver import per_turn, trace_prompts, trace_replay
+from runner.workload_run import workload_argv
+from tests.conftest import ROOT
+
+HEAD = """\
+name: w
+engine: emulator
+model: Qwen/Qwen3-30B-A3B
+gpu: {type: H200, count: 1}
+benchmark:
+  concurrency: [4]
+"""
+
+
+def _plan(workload: str, extra: str = "") -> Any:
+    return load_plan(HEAD + f"  workload: {workload}\n" + extra, max_bytes=1 << 20)
+
+
+def _trace(tmp_path: Path, lines: list[str]) -> Path:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+GSP = ("{kind: shared-prefix, groups: 8, prompts_per_group: 32, system_prompt_len: 2048, question_len: 128, "
+       "output_len: 64}")
+
+
+def test_shared_prefix_is_the_clients_own_dataset_and_a_condition() -> None:
+    plan = _plan(GSP)
+    [point] = plan.points()
+    assert point.num_prompts == 256 and (point.scenario.input_len, point.scenario.output_len) == (2176, 64)
+    conditions = point_conditions(plan, point)
+    assert conditions["dataset"] == "generated-shared-prefix"
+    assert conditions["workload"] == ("shared-prefix groups=8 output_len=64 prompts_per_group=32 question_len=128 "
+                                      "system_prompt_len=2048")
+    argv = workload_argv(plan.benchmark, {"--cache-report"})
+    assert argv[:2] == ["--dataset-name", "generated-shared-prefix"] and argv[-1] == "--cache-report"
+    assert argv[argv.index("--gsp-num-groups") + 1] == "8"
+    assert load_plan(dump_plan(plan), max_bytes=1 << 20) == plan  # a stored plan reads back
+
+
+def test_text_and_multi_turn_imply_their_client_settings(tmp_path: Path) -> None:
+    chat = _plan(f"{{kind: multi-turn, path: {tmp_path}/c.json, output_len: 32}}")
+    bench = chat.benchmark
+    assert (bench.backend, bench.tokenize_prompt, bench.apply_chat_template) == ("sglang-oai-chat", False, True)
+    conditions = point_conditions(chat, chat.points()[0])
+    assert conditions["dataset"] == "agentic-trace" and conditions["input_len"] is None
+    text = _plan(f"{{kind: text, path: {tmp_path}/s.json, format: sharegpt, output_len: 16}}")
+    assert workload_argv(text.benchmark, set())[-2:] == ["--sharegpt-output-len", "16"]
+
+
+@pytest.mark.parametrize(("extra", "kind"), [
+    ("  scenarios: [{name: s, input_len: 1, output_len: 1}]\n", "workload_alone"),
+    ("  dataset: sharegpt\n  dataset_path: /x.json\n", "workload_alone"),
+    ("  tokenize_prompt: true\n", "workload_text"),
+])
+def test_a_workload_refuses_what_contradicts_it(extra: str, kind: str) -> None:
+    with pytest.raises(PlanError) as refused:
+        _plan("{kind: text, path: /x.json, format: sharegpt}", extra)
+    assert [p.kind for p in refused.value.problems] == [kind]
+
+
+def test_a_malformed_trace_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = _trace(tmp_path, ['{"timestamp": 0, "input_len": 10, "output_len": 4}', "",
+                             '{"timestamp": 5, "input_len": 0, "output_len": 4}',
+                             '{"timestamp": 9, "input_len": 10, "output_len": 4, "group": 1',
+                             '{"timestamp": "soon", "input_len": 10, "output_len": 4}'])
+    plan = _plan(f"{{kind: trace, path: {path}}}")
+    problems = workload_file_problems(plan.benchmark.workload)
+    assert [(p.line, p.what.split(" ")[0]) for p in problems] == [(3, "input_len"), (4, "not"), (5, "timestamp")]
+    assert problems[0].text("ja").startswith(f"ワークロードのファイル {path} の 3 行目")
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (None, "no such file"),
+    ('{"conversations": [[{"messages": [{"role": "user"}]}]]}', "conversation 1: turn 1"),
+    ('{"conversations": [\n[}', "line 2"),
+])
+def test_multi_turn_files_are_checked(tmp_path: Path, content: str | None, expected: str) -> None:
+    path = tmp_path / "chats.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    [problem] = workload_file_problems(_plan(f"{{kind: multi-turn, path: {path}}}").benchmark.workload)
+    assert expected in problem.text("en")
+
+
+def test_runner_check_names_the_line_of_a_malformed_trace(env: dict[str, str], tmp_path: Path) -> None:
+    trace = _trace(tmp_path, ['{"timestamp": 0, "input_len": 10, "output_len": 4}',
+                              '{"timestamp": 1, "input_len": 10}'])
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(HEAD + f"  workload: {{kind: trace, path: {trace}}}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "runner", "check", str(plan)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    assert f"workload file {trace}, line 2: output_len must be an integer >= 1" in done.stdout + done.stderr
+
+
+def test_trace_groups_share_a_prefix_and_replay_lag_is_measured() -> None:
+    rows = [{"timestamp": 0, "input_len": 40, "output_len": 1, "group": "a"},
+            {"timestamp": 10, "input_len": 50, "output_len": 1, "group": "a"},
+            {"timestamp": 20, "input_len": 30, "output_len": 1}]
+    first, second, third = trace_prompts(rows, vocab=1000, seed=1)
+    assert [len(p) for p in (first, second, third)] == [40, 50, 30]
+    assert first[:39] == second[:39]
+    assert third[:5] != first[:5]
+    replay = trace_replay([0.0, 1.0, 2.0], [100.0, 101.02, 102.05])
+    assert replay["max_lag_ms"] == pytest.approx(50) and replay["max_lag_pct_of_span"] == pytest.approx(2.5)
+
+
+def test_per_turn_summary_keeps_the_servers_cached_tokens() -> None:
+    lines = [{"turn": t, "success": True, "ttft": 0.01 * t, "cached_tokens": 32 * (t - 1), "prompt_len": 100 * t}
+             for t in (1, 2, 2)]
+    summary = per_turn(lines)
+    assert [(s["turn"], s["requests"], s["cached_tokens"]) for s in summary] == [(1, 1, 0), (2, 2, 64)]
+    assert summary[1]["mean_ttft_ms"] == pytest.approx(20)
+    assert json.dumps(summary)  # stored with the point's conditions
