@@ -48,6 +48,7 @@ from pages.parts.compare_tables import (
 )
 from pages.parts.selection import comparison, derived, pick, request_samples
 from pages.parts.verdict_boxes import verdict_boxes
+from pages.parts.workload_section import workload_section
 
 lang = current_language()
 st.title(t("compare.page_title", lang))
@@ -483,6 +484,7 @@ def analyses(c: Comparison, stat: str, metrics: list[str]) -> dict[str, Callable
                                          slide_chart(c, stat, t("compare.chart.pareto_title", lang))),
         "estimates": lambda: estimate_section(c),
         "charts": lambda: charts_section(c, stat, metrics),
+        "workloads": lambda: workload_section(c, lang),
     }
 
 

@@ -133,7 +133,7 @@ def build_bench_argv(
     ``output_details``: ask for the per-request arrays (the fallback's only source of
     per-request data), where the client knows ``--output-details``."""
     bench = plan.benchmark
-    dataset = workload_argv(bench, known_flags) or ["--dataset-name", bench.dataset]
+    dataset = workload_argv(bench, known_flags)
     argv = [
         "--backend", bench.backend,
         "--base-url", base_url,
@@ -143,7 +143,7 @@ def build_bench_argv(
         "--random-input-len", str(point.scenario.input_len),
         "--random-output-len", str(point.scenario.output_len),
         "--random-range-ratio", str(bench.random_range_ratio),
-        "--request-rate", str(bench.request_rate),
+        "--request-rate", str(point.request_rate if point.request_rate is not None else bench.request_rate),
         "--max-concurrency", str(point.concurrency),
         "--warmup-requests", str(point.warmup),
         "--seed", str(repeat_seed(bench, point.repeat_idx)),

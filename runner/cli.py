@@ -168,6 +168,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from domain.compare.comparison import comparison_with_settings
     from domain.render import deck, one_slide, tables
     from domain.results.frames import points_frame
+    from domain.render.workload_charts import workload_csv
 
     store = Store.from_settings(settings)
     store.migrate()
@@ -194,6 +195,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     for fmt in args.format:
         if fmt == "csv":
             written.append(_write(out / f"{stem}.csv", tables.comparison_csv(c)))
+            workloads = workload_csv(c)  # the prefix cache and rate sweeps, where the runs have them
+            if workloads is not None:
+                written.append(_write(out / f"{stem}-workloads.csv", workloads))
         elif fmt == "md":
             written.append(_write(out / f"{stem}.md", tables.comparison_markdown(c).encode()))
         elif fmt == "slide":  # the compare page's default: one slide, the full deck named as its report

@@ -23,10 +23,10 @@ class WorkloadFileError(RuntimeError):
 
 
 def workload_argv(bench: BenchmarkPlan, known_flags: set[str]) -> list[str]:
-    """The workload's dataset arguments (empty without a workload), and ``--cache-report``
-    wherever the client and the backend have it (random prompts too: a point that hit the
-    cache where none was expected is then visible)."""
-    argv = bench.workload.client_argv() if bench.workload is not None else []
+    """The dataset arguments (the workload's, else the plan's dataset), and
+    ``--cache-report`` wherever the client and the backend have it (random prompts too: a
+    point that hit the cache where none was expected is then visible)."""
+    argv = bench.workload.client_argv() if bench.workload is not None else ["--dataset-name", bench.dataset]
     if bench.backend in CACHE_REPORT_BACKENDS and "--cache-report" in known_flags:
         argv.append("--cache-report")
     return argv

@@ -51,6 +51,8 @@ def test_shared_prefix_is_the_clients_own_dataset_and_a_condition() -> None:
     assert conditions["dataset"] == "generated-shared-prefix"
     assert conditions["workload"] == ("shared-prefix groups=8 output_len=64 prompts_per_group=32 question_len=128 "
                                       "system_prompt_len=2048")
+    random = load_plan(HEAD, max_bytes=1 << 20)
+    assert workload_argv(random.benchmark, {"--cache-report"}) == ["--dataset-name", "random-ids", "--cache-report"]
     argv = workload_argv(plan.benchmark, {"--cache-report"})
     assert argv[:2] == ["--dataset-name", "generated-shared-prefix"] and argv[-1] == "--cache-report"
     assert argv[argv.index("--gsp-num-groups") + 1] == "8"
@@ -132,3 +134,58 @@ def test_per_turn_summary_keeps_the_servers_cached_tokens() -> None:
     assert [(s["turn"], s["requests"], s["cached_tokens"]) for s in summary] == [(1, 1, 0), (2, 2, 64)]
     assert summary[1]["mean_ttft_ms"] == pytest.approx(20)
     assert json.dumps(summary)  # stored with the point's conditions
+
+
+# -- what the compare page and the exports show ---------------------------------------------------
+
+def _rate_point(rate: float, achieved: float, ttft_p99: float, **overrides: Any) -> dict[str, Any]:
+    from tests.test_analysis import point
+
+    return point(2, 16, scenario=f"short.rate{rate:g}", request_rate=rate, arrival="poisson", rate_sweep_of="short",
+                 request_throughput=achieved, ttft_p99_ms=ttft_p99, **overrides)
+
+
+def test_a_rate_sweep_is_a_curve_with_its_knee_and_never_lined_up_with_concurrency() -> None:
+    from domain.compare.comparability import comparability_matrix, comparability_summary
+    from domain.results.workload_report import rate_curves, rate_knees
+    from tests.test_analysis import frame, point
+
+    rates = [(1, 1.0, 50), (2, 2.0, 55), (4, 3.9, 70), (8, 7.2, 150), (16, 7.5, 2000), (32, 7.6, 9000)]
+    data = frame(*[point(1, c) for c in (1, 2, 4, 8, 16)], *[_rate_point(*r) for r in rates])
+    curves = rate_curves(data)
+    assert list(curves["request_rate"]) == [1, 2, 4, 8, 16, 32]
+    [knee] = rate_knees(curves, sla_threshold_ms=1000).to_dict("records")
+    assert knee["knee_rate"] == 8 and knee["sla_break_rate"] == 16 and knee["max_achieved_rps"] == 7.6
+    data["workload"] = "random-ids"
+    data["cache_state"] = "flushed"
+    data.loc[data["run_id"] == 1, "arrival"] = "closed-loop"
+    matrix = comparability_matrix(data, 1, [2], frozenset())
+    verdict = comparability_summary(matrix).set_index("run_id").loc[2, "verdict"]
+    assert verdict == "not_comparable"  # a rate point's scenario is its own: no point in common
+    # Poisson arrivals at the same (scenario, concurrency) as closed-loop ones: arrival is fatal.
+    poisson = frame(*[point(1, c, arrival="closed-loop") for c in (1, 2)],
+                    *[point(3, c, arrival="poisson", request_rate=4.0) for c in (1, 2)])
+    matrix = comparability_matrix(poisson, 1, [3], frozenset())
+    arrival = matrix[(matrix["run_id"] == 3) & (matrix["condition"] == "arrival")].iloc[0]
+    assert arrival["state"] == "differ" and arrival["fatal"]
+    assert comparability_summary(matrix).set_index("run_id").loc[3, "verdict"] == "not_comparable"
+
+
+def test_cache_figures_per_group_size_and_an_unexpected_hit_is_badged() -> None:
+    from domain.results.validity import point_badges
+    from domain.results.workload_columns import workload_columns
+    from domain.results.workload_report import cache_by_group_size
+    from tests.test_analysis import frame, point
+
+    record = {"cache_report": {"total_prompt_tokens": 1000, "total_cached_tokens": 900, "cache_hit_rate_pct": 90.0}}
+    gsp = workload_columns({"workload": "shared-prefix groups=8 prompts_per_group=32", "flush_cache": False}, record)
+    assert (gsp["cache_state"], gsp["cache_hit_pct"], gsp["prompts_per_group"]) == ("warm", 90.0, 32)
+    random = workload_columns({"dataset": "random-ids", "flush_cache": True, "request_rate": "inf"}, record)
+    assert random["workload"] == "random-ids" and random["arrival"] == "closed-loop"
+    row = point(1, 4, dataset="random-ids", **random)
+    assert ("unexpected_cache_hit", "90.0 % of prompt tokens cached by the server") in point_badges(row)
+    assert not [b for b in point_badges(point(1, 4, dataset="generated-shared-prefix", **gsp))
+                if b[0] == "unexpected_cache_hit"]
+    table = cache_by_group_size(frame(point(1, 4, **gsp, ttft_mean_ms=30.0), point(1, 8, **gsp, ttft_mean_ms=50.0)))
+    shown = table[["prompts_per_group", "points", "cache_hit_pct", "ttft_mean_ms"]].values.tolist()
+    assert shown == [[32, 2, 90.0, 40.0]]

@@ -88,6 +88,9 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("dataset", "workload", "point"),
     Condition("seed", "workload", "point"),
     Condition("request_rate", "workload", "point"),
+    Condition("arrival", "workload", "point"),  # closed-loop vs poisson: domain/plan/arrivals.py
+    Condition("workload", "workload", "point"),  # kind, parameters, file hash: domain/plan/workload.py
+    Condition("cache_state", "workload", "point"),  # flushed or warm before the measured requests
     Condition("apply_chat_template", "generation", "point"),
     Condition("thinking_mode", "generation", "point"),
     Condition("ignore_eos", "generation", "point"),
@@ -99,7 +102,7 @@ CONDITIONS: tuple[Condition, ...] = (
 )
 CONDITION_NAMES = tuple(c.name for c in CONDITIONS)
 FATAL_CONDITIONS = frozenset({"model", "dtype", "gpu_type", "engine", "input_len", "output_len", "random_range_ratio",
-                              "dataset", "source"})
+                              "dataset", "source", "arrival", "workload"})
 # Fatal also when known on one side only (still shown as unknown): see the module docstring.
 FATAL_WHEN_ONE_SIDED = frozenset({"gpu_type"})
 

@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from domain.engines import EXTERNAL, adapter_for, families, split_label
+from domain.plan.arrivals import RATE_SEPARATOR, rate_scenario_name, rate_sweep_problem
 from domain.plan.naming import clean_name, name_problem
 from domain.plan.thinking_mode import thinking_problem
 from domain.plan.topology import Topology, layout_problems
@@ -165,6 +166,10 @@ class BenchmarkPlan(_Strict):
     seed: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] = 42
     random_range_ratio: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
     request_rate: float | Literal["inf"] = "inf"  # checked by _rate below
+    # A sweep over open-loop Poisson rates (req/s) under one concurrency cap: a curve of its
+    # own, never lined up with a concurrency sweep (domain/plan/arrivals.py).
+    request_rates: Annotated[list[Annotated[float, Field(gt=0, le=100_000, allow_inf_nan=False)]],
+                             Field(min_length=1, max_length=64)] | None = None
     # "vllm": the same client's OpenAI completions backend, for vLLM plans (RunPlan sets it)
     backend: Literal["sglang", "sglang-oai", "sglang-oai-chat", "vllm"] = "sglang"
     tokenize_prompt: bool = True
@@ -182,6 +187,13 @@ class BenchmarkPlan(_Strict):
         if not isinstance(data, dict) or not isinstance(data.get("workload"), dict):
             return data
         return {**workload_client_defaults(data["workload"].get("kind")), **data}
+
+    @model_validator(mode="after")
+    def _rates_fit(self) -> BenchmarkPlan:
+        refusal = rate_sweep_problem(self.request_rates, self.request_rate, self.concurrency)
+        if refusal is not None:
+            raise plan_rule(*refusal)
+        return self
 
     @model_validator(mode="after")
     def _workload_fits(self) -> BenchmarkPlan:
@@ -245,7 +257,7 @@ class BenchmarkPlan(_Strict):
 
     @model_validator(mode="after")
     def _sizes(self) -> BenchmarkPlan:
-        points = len(self.sweep_scenarios()) * len(self.concurrency) * self.repeats
+        points = len(self.sweep_scenarios()) * len(self.concurrency) * len(self.request_rates or [0]) * self.repeats
         if points > MAX_POINTS:
             raise plan_rule("too_many_points", "{points} points is more than the {limit} a run may have",
                             points=points, limit=MAX_POINTS)
@@ -276,6 +288,7 @@ class Point:
     repeat_idx: int
     num_prompts: int
     warmup: int
+    request_rate: float | None = None  # a rate sweep's point (None: the plan's request_rate)
 
     @property
     def key(self) -> str:
@@ -503,13 +516,15 @@ class RunPlan(_Strict):
         bench = self.benchmark
         return [
             Point(
-                scenario=scenario,
+                scenario=rate_scenario(scenario, rate),
                 concurrency=c,
                 repeat_idx=r,
                 num_prompts=bench.prompts_at(c),
                 warmup=resolve_count(bench.warmup, c),
+                request_rate=rate,
             )
             for scenario in bench.sweep_scenarios()
+            for rate in _rates_or_one(bench)
             for c in bench.concurrency
             for r in range(bench.repeats)
         ]
@@ -577,7 +592,7 @@ def point_conditions(plan: RunPlan, point: Point) -> dict[str, Any]:
         "dataset_path": bench.dataset_path,
         "seed": repeat_seed(bench, point.repeat_idx),
         "base_seed": bench.seed,
-        "request_rate": bench.request_rate,
+        "request_rate": point.request_rate if point.request_rate is not None else bench.request_rate,
         "backend": bench.backend,
         "tokenize_prompt": bench.tokenize_prompt,
         "apply_chat_template": bench.apply_chat_template,
@@ -585,7 +600,22 @@ def point_conditions(plan: RunPlan, point: Point) -> dict[str, Any]:
         "ignore_eos": bench.ignore_eos,
         "flush_cache": bench.flush_cache,
         **(workload_conditions(bench.workload) if bench.workload is not None else {}),
+        **({"rate_sweep_of": point.scenario.name.rsplit(RATE_SEPARATOR, 1)[0]} if point.request_rate else {}),
     }
+
+
+def _rates_or_one(bench: BenchmarkPlan) -> list[float | None]:
+    """A rate sweep's rates, or one None: the points of a plan without one."""
+    return list(bench.request_rates) if bench.request_rates else [None]
+
+
+def rate_scenario(scenario: Scenario, rate: float | None) -> Scenario:
+    """A rate sweep's point has a scenario of its own per rate, so nothing keyed by
+    (scenario, concurrency) ever merges two rates or lines a rate point up with a
+    concurrency point (domain/plan/arrivals.py)."""
+    if rate is None:
+        return scenario
+    return scenario.model_copy(update={"name": rate_scenario_name(scenario.name, rate)})
 
 
 def workload_conditions(workload: Workload) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from domain.render.tables import (
 )
 from domain.results import analysis, curve
 from domain.results.scaling_gap import gap_sentences
+from domain.render.workload_charts import workload_charts
 
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
 
@@ -137,6 +138,7 @@ def standard_charts(c: Comparison) -> list[tuple[str, AnyChart]]:
          charts.latency_vs_throughput_chart(c.summary, lang, estimates=estimates)),
         (t("compare.chart.gpu_title", lang), charts.gpu_chart(c.summary, lang, saturation=c.saturation)),
         (t("compare.chart.scaling_title", lang), charts.scaling_chart(c.scaling, lang, c.summary)),
+        *workload_charts(c),  # a rate sweep's curve and knee, where the comparison has one
     ]
 
 

@@ -32,6 +32,7 @@ from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import NEWLINES, md_text
 from domain.results import analysis, estimate_overlay, validity
+from domain.render.workload_charts import workload_sections
 
 CSV_ENCODING = "utf-8-sig"
 CAVEAT_PREFIX = "# "
@@ -334,7 +335,7 @@ def comparison_markdown(c: Comparison, metrics: Sequence[str] | None = None) -> 
     sections = [(analysis.metric_label(m, c.lang), metric_pivot(c, m)) for m in wanted]
     return table_markdown(None, [*c.caveat, *estimate_lines(c)], c.lang, export_head(c),
                           sections=[*((title, table) for title, table in sections if not table.empty),
-                                    (t("slides.md.points", c.lang), notes_table(c))])
+                                    (t("slides.md.points", c.lang), notes_table(c)), *workload_sections(c)])
 
 
 def metric_pivot(c: Comparison, metric: str) -> pd.DataFrame:

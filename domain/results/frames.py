@@ -32,6 +32,7 @@ import pandas as pd
 from domain.plan.topology import snapshot_gpus
 from domain.results.bench_record import METRIC_COLUMNS
 from domain.results.validity import host_health
+from domain.results.workload_columns import workload_columns
 
 CONDITION_COLUMNS = (
     "input_len", "output_len", "random_range_ratio", "num_prompts", "warmup", "dataset", "seed", "request_rate",
@@ -57,8 +58,7 @@ def _dtype(model: str | None, args: Mapping[str, Any], known: bool) -> str | Non
     return str(args.get("dtype", "auto")) if known else None
 
 
-def _record_totals(raw: Any) -> tuple[Any, Any]:
-    record = _json(raw, {})
+def _record_totals(record: Mapping[str, Any]) -> tuple[Any, Any]:
     return record.get("total_input_tokens"), record.get("total_output_tokens")
 
 
@@ -82,7 +82,8 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
     # An external server's flags are not benchdeck's to know: unset there is unknown, not a default.
     measured_here = (row.get("source") in ("measured", "emulated") and row.get("engine") != "external") or (
         environment.get("provenance", {}).get("server_args") == "file")
-    total_in, total_out = _record_totals(row.get("raw_record"))
+    record = _json(row.get("raw_record"), {})
+    total_in, total_out = _record_totals(record)
     gpu_unavailable = row.get("gpu_unavailable")
     topology = _json(row.get("topology"), {})
     healthy, health_detail = host_health(_json(row.get("host_info"), None))
@@ -118,6 +119,7 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
     for column in CONDITION_COLUMNS:
         out[column] = conditions.get(column)
     out["tokenizer"] = tokenizer_label(conditions.get("tokenizer"))
+    out.update(workload_columns(conditions, record))  # workloads, arrivals, cache
     for column in METRIC_COLUMNS:
         out[column] = row.get(column)
     return out
