@@ -167,8 +167,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from db.scaling_gap_inputs import explained_gaps
     from domain.compare.comparison import comparison_with_settings
     from domain.render import deck, one_slide, tables
-    from domain.results.frames import points_frame
     from domain.render.workload_charts import workload_csv
+    from domain.results.frames import points_frame
 
     store = Store.from_settings(settings)
     store.migrate()

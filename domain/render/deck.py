@@ -47,9 +47,9 @@ from domain.render.tables import (
     marked_label,
     run_label_of,
 )
+from domain.render.workload_charts import workload_charts
 from domain.results import analysis, curve
 from domain.results.scaling_gap import gap_sentences
-from domain.render.workload_charts import workload_charts
 
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
 

@@ -31,8 +31,8 @@ import pandas as pd
 from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import NEWLINES, md_text
-from domain.results import analysis, estimate_overlay, validity
 from domain.render.workload_charts import workload_sections
+from domain.results import analysis, estimate_overlay, validity
 
 CSV_ENCODING = "utf-8-sig"
 CAVEAT_PREFIX = "# "

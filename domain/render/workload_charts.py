@@ -7,11 +7,11 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
+from domain.render.charts import PANEL_HEIGHT, PANEL_WIDTH, AnyChart, _title
 from domain.results import workload_report as report
 from domain.results.analysis import run_label
-from domain.compare.comparison import Comparison
-from domain.render.charts import PANEL_HEIGHT, PANEL_WIDTH, AnyChart, _title
 
 KNEE_DASH = [4, 3]
 

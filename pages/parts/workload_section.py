@@ -1,17 +1,17 @@
 """The compare page's workloads tab: the prefix cache per prefix-group size and per point
 (the server's own cached-token counts, unexpected hits marked), and each rate sweep as a
 curve with its knee beside the knee of each concurrency sweep
-(domain/slides/workload_charts.py draws them; the exports carry the same tables)."""
+(domain/render/workload_charts.py draws them; the exports carry the same tables)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from domain.core.i18n import t
-from domain.results import workload_report as report
 from domain.compare.comparison import Comparison
+from domain.core.i18n import t
 from domain.render import workload_charts
 from domain.render.charts import styled
+from domain.results import workload_report as report
 
 
 def workload_section(c: Comparison, lang: str) -> None:
