@@ -1,7 +1,7 @@
 """The emulated engine's prefix cache: a radix-cache stand-in whose memory is the KV pool's.
 
-SGLang's RadixAttention keeps the KV of finished requests in a radix tree inside the same
-token pool the running requests use; a new request reuses the longest cached prefix of
+SGLang's RadixAttention keeps the KV of prefilled and finished requests in a radix tree
+inside the same token pool the running requests use; a new request reuses the longest cached prefix of
 its prompt (only that prefix's tokens skip the prefill), and the tree's unreferenced
 leaves are evicted, least recently used first, when the pool needs room
 (sglang/srt/mem_cache/radix_cache.py).  Here the tree is a chain of 32-token pages keyed

@@ -261,6 +261,7 @@ class Scheduler:
             if req.prefilled >= req.prefill_target:
                 self.counters.prompt_tokens += req.prompt_len if req.first_token_at is None else 0
                 self.counters.cached_tokens += req.cached if req.first_token_at is None else 0
+                self._cache_prefilled(req)
                 if self.limits.overlap_prefill_results:
                     self.held.append(req)
                 else:
@@ -269,6 +270,13 @@ class Scheduler:
             self._emit(req, now, emitted)
         self.last_end = now
         return emitted
+
+    def _cache_prefilled(self, req: Request) -> None:
+        """A prompt's pages join the cache once prefilled, as SGLang's ``cache_unfinished_req``
+        inserts a request's KV after its prefill: a request of the same prefix that arrives
+        while this one decodes reuses it (one admitted in the same prefill batch does not)."""
+        self.cache.insert(req.page_keys)
+        self.cache.fit(self.limits.max_total_num_tokens - self.reserved)
 
     def _release_held(self) -> None:
         """The next step is a decode step (or none): the overlap scheduler processes the held
