@@ -17,7 +17,7 @@ REAL_ENGINES = ("sglang", "vllm")
 
 def model_problem(plan: RunPlan, settings: Settings) -> str | None:
     """Why the server could not read its model here (English, for the attempt's message)."""
-    if plan.engine not in REAL_ENGINES:
+    if plan.emulated or plan.engine not in REAL_ENGINES:  # the emulator reads no weights
         return None
     errors = model_disk_errors(plan.model, settings.model_dirs, downloads_allowed=settings.allow_model_downloads,
                                lang="en")
@@ -27,7 +27,7 @@ def model_problem(plan: RunPlan, settings: Settings) -> str | None:
 def server_env(plan: RunPlan, settings: Settings) -> dict[str, str]:
     """The environment a plan's servers start with."""
     env = dict(os.environ)
-    if plan.engine not in REAL_ENGINES:
+    if plan.emulated or plan.engine not in REAL_ENGINES:
         return env
     if not settings.allow_model_downloads:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
