@@ -41,7 +41,9 @@ def _run(argv: list[str], timeout_s: float = 300) -> tuple[int, str, float]:
 
 # --- settings ---------------------------------------------------------------------------
 def redacted(name: str, value: Any) -> Any:
-    return "***" if any(word in name.upper() for word in SECRET_WORDS) and value else value
+    """A value whose name has a secret's word in it (``_TOKEN``, not ``_TOKENIZER_DIR``)."""
+    words = set(name.upper().split("_"))
+    return "***" if words & set(SECRET_WORDS) and value else value
 
 
 def settings_findings(settings: Settings | None, error: ValidationError | None) -> list[Finding]:

@@ -68,6 +68,14 @@ def test_the_bundle_holds_the_report_the_environments_and_the_attempts(
     assert report["failed"] == json.loads(done.stdout)["failed"]
     assert diagnosis["failure"]["kind"] == "oom"
     assert settings["BENCHDECK_WORK_DIR"]["source"] == "environment"
+    assert settings["BENCHDECK_TOKENIZER_DIR"]["value"] != "***"  # a path, not a secret
+
+
+def test_secrets_are_redacted_by_their_names_words() -> None:
+    from runner.doctor_checks import redacted
+
+    assert redacted("BENCHDECK_API_TOKEN", "t0p") == "***" and redacted("BENCHDECK_OIDC_SECRET", "s") == "***"
+    assert redacted("BENCHDECK_TOKENIZER_DIR", "/data/tok") == "/data/tok"
 
 
 def test_doctor_speaks_japanese(env: dict[str, str]) -> None:
