@@ -97,7 +97,7 @@ class Runner:
         from runner.schema_sync import cached_installed_schema
 
         try:
-            schema = cached_installed_schema(self.settings.sglang_python, self.settings.work_dir / "cache")
+            schema = cached_installed_schema(self.settings.sglang_python, self.settings.cache_dir)
             register_host_schema(schema)
         except (DumpError, SchemaError) as exc:
             self._schema_problem = f"BENCHDECK_SGLANG_PYTHON: no flag schema could be read: {exc}"[:2000]

@@ -76,9 +76,12 @@ def test_a_missing_shard_is_named_before_launch(cache: Path) -> None:
     assert any(SHARDS[1] in e for e in check_plan(plan, _settings(cache), "en").errors)
 
 
-def test_the_server_runs_offline_from_the_cache(cache: Path) -> None:
+def test_the_server_runs_offline_from_the_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     env = server_env(minimal_plan(engine="sglang", model="Qwen/Qwen3-30B-A3B"), _settings(cache))
     assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HUB_CACHE"] == str(cache)
+    settings = _settings(cache)
+    assert env["TRITON_CACHE_DIR"] == str(settings.cache_dir / "triton")  # JIT caches outlive a restart
     online = server_env(minimal_plan(engine="sglang"), _settings(cache, allow_model_downloads=True))
     assert "HF_HUB_OFFLINE" not in online or online["HF_HUB_OFFLINE"] != "1"
 

@@ -252,6 +252,12 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / "data" / "tokenizer",
         description="Local tokenizer the emulator and bench client use (built at set-up, nothing downloaded).",
     )
+    cache_dir: Path = Field(
+        default=PROJECT_ROOT / "data" / "cache",
+        description="Caches that outlive restarts: the dumped SGLang flag schema, and the engine servers' JIT caches "
+        "(SGLANG_CACHE_DIR, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, XDG_CACHE_HOME unless set); not under /tmp, "
+        "which the units' PrivateTmp empties at each restart.",
+    )
     work_dir: Path = Field(
         default=PROJECT_ROOT / "data" / "runs",
         description="Per-attempt directories: server logs, raw bench output, telemetry files.",
