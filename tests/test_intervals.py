@@ -60,3 +60,20 @@ def test_correlation_is_measured_in_completion_order() -> None:
     point = coverage.closed_loop_points(np.random.default_rng(2), 300, 0.6)[0]
     shuffled = point.sample(frac=1.0, random_state=3).reset_index(drop=True)  # rows out of order, times kept
     assert req.bootstrap_intervals(shuffled, names=("ttft_p50",)) == req.bootstrap_intervals(point, names=("ttft_p50",))
+
+
+def test_the_summary_and_the_compare_table_carry_the_correlation_and_effective_sample() -> None:
+    from domain.results.analysis import METRIC_BY_NAME, compare_table, summarise_points
+    from tests.test_analysis import frame, point
+
+    rng = np.random.default_rng(6)
+    kept = {i: coverage.closed_loop_points(rng, 400, 0.6)[0] for i in (1, 2)}
+    rows = [point(run_id, point_id=run_id, completed=400,
+                  ttft_median_ms=req.request_statistics(kept[run_id])["ttft_p50"]) for run_id in (1, 2)]
+    metrics = [METRIC_BY_NAME["ttft_p50"]]
+    summary = summarise_points(frame(*rows), metrics, requests=kept)
+    assert (0.4 < summary["ttft_p50_rho"]).all() and (summary["ttft_p50_n_eff"] < 400 / 1.5).all()
+    table = compare_table(frame(*rows), 1, [1, 2], metrics=metrics, requests=kept)
+    assert table.loc[table["run_id"] == 2, "n_eff"].iloc[0] == summary.loc[1, "ttft_p50_n_eff"]
+    without = summarise_points(frame(*rows), metrics)  # no samples: no per-request correlation
+    assert without["ttft_p50_rho"].isna().all()

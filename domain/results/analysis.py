@@ -173,7 +173,7 @@ def low_n_text(lang: str) -> str:
 
 # -- per-point summary ---------------------------------------------------------------------------
 
-SUMMARY_SUFFIXES = ("", "_ci", "_ci_source", "_basis", "_n")
+SUMMARY_SUFFIXES = ("", "_ci", "_ci_source", "_basis", "_n", "_rho", "_n_eff")
 
 
 def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
@@ -190,6 +190,9 @@ def summarise_points(frame: pd.DataFrame, metrics: Sequence[Metric] = METRICS,
       ('repeats', 'bootstrap', 'exact' or None);
     * ``<name>_n``: the requests behind the statistic, over all repeats (NaN when unknown or
       not a request metric).
+    * ``<name>_rho`` / ``<name>_n_eff``: the lag-1 autocorrelation of the requests and the
+      effective sample the per-request interval was built for (``requests.Interval``; NaN
+      where the noise is not from the point's requests).
 
     ``requests`` (per-request samples by ``point_id``) is used for a point only when the
     frame has ``point_id`` and every repeat of the point has samples.  ``bootstrap_memos``
@@ -276,6 +279,7 @@ def _summary_of_records(frame: pd.DataFrame, metrics: Sequence[Metric], keys: li
                                                         index=summary.index, dtype=object)
         columns[f"{metric.name}_basis"] = basis
         columns[f"{metric.name}_n"] = n.to_numpy(dtype=float) if metric.from_requests else no_requests
+        columns[f"{metric.name}_rho"] = columns[f"{metric.name}_n_eff"] = no_requests  # from requests only
     # Joined once: a column set one at a time copies the frame's blocks each time (a fifth
     # of a nine-run comparison's first computation, at five columns per metric).
     return pd.concat([summary, pd.DataFrame(columns, index=summary.index)], axis=1)
@@ -386,6 +390,9 @@ class _SampledPoint:
             out.update({metric.name: value, f"{metric.name}_ci": ci, f"{metric.name}_ci_source": source,
                         f"{metric.name}_basis": basis,
                         f"{metric.name}_n": float(sum(self.counts)) if metric.from_requests else math.nan})
+            interval = self.intervals.get(metric.name) if source == "bootstrap" else None
+            out.update({f"{metric.name}_rho": math.nan if interval is None else interval.rho,
+                        f"{metric.name}_n_eff": math.nan if interval is None else interval.n_eff})
         return out
 
     def repeat_values(self, metric: Metric) -> list[float]:
@@ -430,7 +437,7 @@ def _cell_number(value: Any) -> float:
 COMPARE_COLUMNS = (
     "scenario", "concurrency", "metric", "direction", "run_id", "run_name", "source", "repeats",
     "value", "ci", "baseline_value", "baseline_repeats", "delta_pct", "noise_pct", "noise_source", "verdict",
-    "basis", "n", "baseline_basis", "baseline_n", "low_n", "delta_low_pct", "delta_high_pct",
+    "basis", "n", "baseline_basis", "baseline_n", "low_n", "delta_low_pct", "delta_high_pct", "rho", "n_eff",
 )
 VERDICTS = ("baseline", "better", "worse", "same", "small", "changed", "cannot_tell", "uncertain", "n/a")
 
@@ -454,7 +461,8 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     ``noise_source``: 'repeats' or 'bootstrap' (both sides the same kind),
     'repeats+bootstrap' (one of each), 'exact' (a server fact), None (no estimate).
     ``basis``/``n`` (and the baseline's) say how each value was computed and from how many
-    requests; ``low_n``: a quantile from fewer requests than a bootstrap needs, on either side.
+    requests; ``low_n``: a quantile from fewer requests than a bootstrap needs, on either side;
+    ``rho``/``n_eff``: the run's lag-1 autocorrelation and effective sample behind its interval.
     The baseline's rows are included so a wide table can show its values.
     ``summary``: :func:`summarise_points` of exactly these runs, metrics and requests, when
     the caller has it already (the comparison does: summarising is a third of its work)."""
@@ -480,7 +488,7 @@ def compare_table(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[i
     return ordered[list(COMPARE_COLUMNS)].reset_index(drop=True)
 
 
-_LONG_NAMES = ("value", "ci", "ci_source", "basis", "n")
+_LONG_NAMES = ("value", "ci", "ci_source", "basis", "n", "rho", "n_eff")
 
 
 def _metric_rows(summary: pd.DataFrame, metrics: Sequence[Metric]) -> pd.DataFrame:
