@@ -357,6 +357,25 @@ def _engine_split(con: duckdb.DuckDBPyConnection) -> None:
                     "WHERE json_extract_string(conditions, '$.engine') = ?", [json.dumps({"engine": family}), old])
 
 
+@migration(8, "quality probes")
+def _quality_probes(con: duckdb.DuckDBPyConnection) -> None:
+    """The quality probe of an attempt (issue 42): greedy outputs at two batch compositions,
+    the teacher-forced scoring of a reference run's outputs, the eval set's per-item
+    results and the speculative acceptance, as one JSON record (db/quality_store.py)."""
+    con.execute(
+        """
+        CREATE TABLE quality_probes (
+            attempt_id BIGINT PRIMARY KEY,
+            run_id BIGINT NOT NULL,
+            recorded_at TIMESTAMP NOT NULL,
+            prompt_set JSON NOT NULL,  -- what makes two probes' prompts the same set
+            reference_run_id BIGINT,  -- whose outputs were scored teacher-forced (NULL: none)
+            record JSON NOT NULL
+        )
+        """
+    )
+    con.execute("CREATE INDEX quality_probes_run ON quality_probes (run_id)")
+
 def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations "

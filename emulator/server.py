@@ -16,16 +16,17 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
-from emulator import disagg, startup
+from emulator import disagg, quality_http, startup
 from emulator import health as health_check
 from emulator.config import EMULATOR_VERSION, EmulatorConfig, resolved_server_args
 from emulator.metrics import Metrics
 from emulator.prefix_cache import sglext
+from emulator.quality import EmulatedModel, profile_for
 from emulator.scheduler import Request
 from emulator.step_loop import StepLoop
 from emulator.tokens import TokenText
@@ -50,6 +51,12 @@ class ServerState:
     ready_at: float | None = None
     accepted: int = 0  # generation requests accepted, for the *-after-requests faults
     rooms: disagg.KvRooms = field(default_factory=disagg.KvRooms)  # prefill side: finished KV transfers
+    model: EmulatedModel | None = None  # the emulated model's answers (emulator/quality.py)
+    spec_lengths: list[float] = field(default_factory=list)  # per request, speculative plans only
+
+    def __post_init__(self) -> None:
+        if self.model is None:
+            self.model = EmulatedModel(self.tokens, profile_for(self.cfg.args))
 
     @property
     def disaggregation_mode(self) -> str:
@@ -68,6 +75,7 @@ class GenInput:
     rid: str
     transferred: int = 0  # decode side of PD: prompt tokens whose KV came from the prefill server
     thinking: bool = False  # a chat request with enable_thinking true: the model reasons before answering
+    natural: int | None = None  # where the emulated model stops by itself, when its answer says (quality_http)
 
 
 class BadRequest(ValueError):
@@ -200,6 +208,7 @@ async def _run(state: ServerState, gen: GenInput, stream: bool = False) -> Async
     _check_faults(state)
     seed = TokenText.seed(gen.prompt_ids)
     natural = state.tokens.natural_length(seed) + (state.tokens.thinking_length(seed) if gen.thinking else 0)
+    natural = natural if gen.natural is None else gen.natural
     stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, natural)
     req = Request(rid=gen.rid, prompt_ids=gen.prompt_ids, max_new_tokens=gen.max_new_tokens,
                   stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred,
@@ -214,6 +223,7 @@ async def _run(state: ServerState, gen: GenInput, stream: bool = False) -> Async
                 return
     finally:
         state.step_loop.release(req)
+        quality_http.record_acceptance(state, req)
 
 
 def _finish_reason(state: ServerState, req: Request) -> dict[str, Any] | None:
@@ -233,6 +243,8 @@ def _meta(state: ServerState, req: Request) -> dict[str, Any]:
     }
     if req.finished and req.finished_at is not None:
         meta["e2e_latency"] = req.finished_at - req.arrival
+    if req.finished:
+        meta |= quality_http.spec_meta(state, req.prompt_ids, req.generated)
     return meta
 
 
@@ -259,11 +271,21 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": str(exc)}}, status=400)
     if state.disaggregation_mode in ("prefill", "decode"):
         return await _disaggregated(request, state, body, gen)
-    out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
+    gen, out = _model_output(state, gen)
     if not body.get("stream"):
         req = await _collect(state, gen, out)
-        return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
+        meta = _meta(state, req) | quality_http.generate_meta(state, body, gen.prompt_ids, out, req.generated)
+        return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": meta})
     return await _stream_generate(request, state, gen, out)
+
+
+def _model_output(state: ServerState, gen: GenInput) -> tuple[GenInput, Any]:
+    """The emulated model's output for ``gen`` (emulator/quality_http.py); a toy-task
+    answer also says where the model stops."""
+    out = quality_http.output_for(state, gen.prompt_ids)
+    if out.answer:
+        gen = replace(gen, natural=len(out.answer))
+    return gen, out
 
 
 async def _stream_refusal(request: web.Request, exc: ContextTooLong) -> web.StreamResponse:
@@ -292,7 +314,7 @@ async def _disaggregated(request: web.Request, state: ServerState, body: dict[st
         except TimeoutError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=500)
         gen = GenInput(gen.prompt_ids, gen.max_new_tokens, gen.ignore_eos, gen.rid, transferred=transferred)
-        out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
+        gen, out = _model_output(state, gen)
         if not body.get("stream"):
             req = await _collect(state, gen, out)
             return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
@@ -386,14 +408,15 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         return _error(str(exc))
     rid = ("chatcmpl-" if chat else "cmpl-") + gen.rid
     model = body.get("model") or state.cfg.served_model_name
-    out = Output(state.tokens, TokenText.seed(gen.prompt_ids))
+    gen, out = _model_output(state, gen)
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
             state.cfg.args.get("stream_response_default_include_usage"))
         shape = _OpenAIShape(chat, rid, model, include_usage, bool(body.get("return_cached_tokens_details")))
         return await _openai_stream(request, state, gen, out, shape)
     req = await _collect(state, gen, out)
-    choice: dict[str, Any] = {"index": 0, "finish_reason": _openai_reason(req), "logprobs": None}
+    choice: dict[str, Any] = {"index": 0, "finish_reason": _openai_reason(req),
+                              "logprobs": quality_http.openai_logprobs(body, out, chat)}
     if chat:
         choice["message"] = {"role": "assistant", "content": out.text, "reasoning_content": None, "tool_calls": None}
     else:
@@ -511,7 +534,8 @@ async def server_info(request: web.Request) -> web.Response:
     internal = {"effective_max_running_requests_per_dp": cfg.max_running_requests,
                 "last_gen_throughput": state.step_loop.gen_throughput(), "memory_usage": memory,
                 "disaggregation_mode": cfg.args.get("disaggregation_mode") or "null",
-                "decode_cuda_graph_bs": list(cfg.cuda_graph_bs), "decode_cuda_graph_memory_gb": graph["decode"]}
+                "decode_cuda_graph_bs": list(cfg.cuda_graph_bs), "decode_cuda_graph_memory_gb": graph["decode"],
+                **quality_http.server_info_fields(state)}
     info = resolved_server_args(cfg)
     info.update(
         launch_command=state.launch_command, status=state.status, max_total_num_tokens=cfg.max_total_num_tokens,

@@ -60,6 +60,7 @@ from runner.lease import StopState
 from runner.lifeline import wrap
 from runner.liveness import LivenessProbe, LivenessRule
 from runner.model_access import model_problem, server_env
+from runner.quality_step import quality_record
 from runner.server_log import LogRotation
 from runner.telemetry import (
     GpuScopeError,
@@ -88,6 +89,8 @@ class AttemptWriter(Protocol):
     def record_raw_output(self, raw: str) -> None: ...
     def audit(self, action: str, details: dict[str, Any]) -> None: ...
     def cancel_requested(self) -> bool: ...
+    def record_quality(self, record: dict[str, Any]) -> None: ...
+    def quality_reference(self, plan: RunPlan) -> tuple[int, dict[str, Any]] | None: ...
 
 
 def _no_groups() -> set[int]:
@@ -219,6 +222,18 @@ class AttemptExecution:
             ctx.points_done += 1
             if ctx.sla_stop is not None:
                 return
+        if plan.quality is not None:
+            self._check_stop()
+            self._probe_quality()
+
+    def _probe_quality(self) -> None:
+        """The quality probe on this launch (runner/quality_step.py)."""
+        ctx = self.ctx
+        assert ctx.server is not None and ctx.client is not None  # noqa: S101 - launched, swept
+        ctx.writer.set_current_point("quality")
+        tokenizer_dir = bench_tokenizer(ctx.plan, self.settings.tokenizer_dir).path
+        ctx.writer.record_quality(quality_record(ctx.plan, ctx.server.base_url, tokenizer_dir,
+                                                 ctx.writer.quality_reference(ctx.plan)))
 
     def _check_stop(self) -> None:
         """Before each point (and each relaunch): a warm stop ends the attempt between
@@ -241,7 +256,8 @@ class AttemptExecution:
             plan=plan, version=str(ctx.engine_version), sglang_python=str(settings.sglang_python or ""),
             router_python=str(settings.router_python),
             tokenizer_dir=settings.tokenizer_dir if plan.emulated else None,
-            attempt_dir=launch_dir, env=server_env(plan, settings), ports=topo.PortPicker(*settings.engine_port_range),
+            attempt_dir=launch_dir, env=launch_environment(plan, server_env(plan, settings)),
+            ports=topo.PortPicker(*settings.engine_port_range),
             on_launch=self._on_launch, rotation=LogRotation.from_settings(settings),
             wrap_argv=wrap if ctx.die_with_parent else None, before_launch=self._audit_launch,
             vllm_python=str(settings.vllm_python or ""),
@@ -716,6 +732,13 @@ class AttemptExecution:
         reason = f"GPU memory after teardown: {'; '.join(held)}"
         self.host_state.mark_unhealthy(reason)
         return reason
+
+
+def launch_environment(plan: RunPlan, base: dict[str, str]) -> dict[str, str]:
+    """The servers' environment (``base``), plus SGLang's simulated-acceptance variables when
+    the plan pins the acceptance (domain/plan/quality.py)."""
+    pinned = plan.pinned_acceptance.environment() if plan.pinned_acceptance is not None else {}
+    return {**base, **pinned}
 
 
 def sweep_order(bench: BenchmarkPlan, points: list[Point]) -> list[Point]:

@@ -27,7 +27,7 @@ from domain.importer.records import is_imported_plan
 from domain.plan.checks import CheckReport, check_plan
 from domain.plan.claimability import waiting_reason
 from domain.plan.quotas import QuotaExceeded
-from runner import doctor_cmd, estimate_cmd
+from runner import doctor_cmd, estimate_cmd, quality_cmd
 from runner.command_args import add_max_concurrency, add_tune, imported_when_run
 from runner.host_versions import host_view, runners_of
 from runner.plan_file import load_plan_file
@@ -419,6 +419,7 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="print one JSON object")
     diag.set_defaults(func=cmd_diagnose)
     estimate_cmd.add_parser(sub)
+    quality_cmd.add_parser(sub, _id_list)
     add_tune(sub, imported_when_run("runner.tune"))
     add_max_concurrency(sub, imported_when_run("runner.max_concurrency"))
     _add_ops_commands(sub)

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from db import LostRace, Store
+from db.quality_store import QualityStore, quality_reference
 from db.store import ProcessGroup
 from domain.core.settings import Settings
 from domain.core.states import AttemptStatus
+from domain.plan.run_plan import RunPlan
 
 log = logging.getLogger("benchdeck.runner")
 
@@ -114,3 +116,10 @@ class StoreWriter:
 
     def cancel_requested(self) -> bool:
         return bool(self.store.cancel_requested_by(self.run_id))
+
+    def record_quality(self, record: dict[str, Any]) -> None:
+        if not QualityStore(self.store).record_probe(self.attempt_id, self.runner_id, record):
+            raise Fenced("late write refused: the attempt is no longer ours")
+
+    def quality_reference(self, plan: RunPlan) -> tuple[int, dict[str, Any]] | None:
+        return quality_reference(QualityStore(self.store), self.run_id, plan)

@@ -116,6 +116,12 @@ class StreamWriter:
     def cancel_requested(self) -> bool:
         return False  # the daemon watches for cancels and cancels the task
 
+    def record_quality(self, record: dict[str, Any]) -> None:
+        self._put("quality", record=record)
+
+    def quality_reference(self, plan: RunPlan) -> tuple[int, dict[str, Any]] | None:
+        return None  # a node has no DB: its probe scores no reference teacher-forced
+
 
 def _outcome(execution: AttemptExecution) -> tuple[str, str | None, str | None]:
     try:
@@ -383,6 +389,8 @@ class RayRunner(Runner):
             ctx.points_done += 1
         elif kind == "raw_output":
             writer.record_raw_output(event["raw"])
+        elif kind == "quality":
+            writer.record_quality(event["record"])
         elif kind == "audit":
             writer.audit(event["action"], event["details"])
         elif kind == "unhealthy":

@@ -22,6 +22,7 @@ from domain.flags.validate import check_versions
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.local_models import local_context_length, model_disk_errors
 from domain.plan.presets import model_preset_for
+from domain.plan.quality_checks import quality_problems
 from domain.plan.run_plan import RunPlan
 from domain.plan.thinking import is_set, template_problem
 from domain.plan.transfer_backend import BACKEND_PACKAGES, DEFAULT_BACKEND, unnamed_backend_roles
@@ -99,6 +100,18 @@ def engine_version_for(plan: RunPlan, host_version: str | None = None) -> str:
 
 def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
                every_vllm_version: bool = False) -> CheckReport:
+    """The engine's checks (:func:`_check_engine_plan`) and the quality section's
+    (domain/plan/quality_checks.py)."""
+    report = _check_engine_plan(plan, settings, lang, host_version, every_vllm_version=every_vllm_version)
+    errors, warnings = quality_problems(plan, lang)
+    report.errors += errors
+    report.warnings += warnings
+    report.detail += "".join(f"\n{line}" for line in errors + warnings)
+    return report
+
+
+def _check_engine_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
+                       every_vllm_version: bool = False) -> CheckReport:
     """``every_vllm_version`` (``python -m runner check``): a vLLM plan that pins no version is
     checked against every shipped vLLM schema, each line naming its version; otherwise
     against the version it will run with.  A workload's file is checked whatever the engine."""

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 from domain.engines import EXTERNAL, adapter_for, families, split_label
 from domain.plan.arrivals import RATE_SEPARATOR, rate_scenario_name, rate_sweep_problem
 from domain.plan.naming import clean_name, name_problem
+from domain.plan.quality import PinnedAcceptance, QualityPlan
 from domain.plan.thinking_mode import thinking_problem
 from domain.plan.topology import Topology, layout_problems
 from domain.plan.workload import (
@@ -338,6 +339,8 @@ class RunPlan(_Strict):
     benchmark: BenchmarkPlan = Field(default_factory=BenchmarkPlan)
     # engine: external only (model, gpu and topology then are declared, not launched)
     external: ExternalTarget | None = None
+    quality: QualityPlan | None = None  # the quality probe after the sweep (domain/plan/quality.py)
+    pinned_acceptance: PinnedAcceptance | None = None  # SGLang's simulated speculative acceptance
     tags: Annotated[list[Annotated[str, Field(pattern=_ASCII_NAME)]], Field(max_length=20)] = Field(
         default_factory=list)
     priority: Annotated[int, Field(ge=-100, le=100, strict=True)] = 0
@@ -445,11 +448,12 @@ class RunPlan(_Strict):
 
     @model_serializer(mode="wrap")
     def _without_unused_external(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Plans that are not external dump as they did before the field existed (YAML, the
-        stored plan JSON)."""
+        """Plans without the optional sections (external, quality, pinned acceptance) dump as
+        they did before those fields existed (YAML, the stored plan JSON)."""
         data: dict[str, Any] = handler(self)
-        if data.get("external", ...) is None:
-            data.pop("external")
+        for optional in ("external", "quality", "pinned_acceptance"):
+            if data.get(optional, ...) is None:
+                data.pop(optional)
         return data
 
     @property
@@ -544,6 +548,8 @@ class RunPlan(_Strict):
             "server_args": dict(sorted(self.server_args.items())),
             # Only on external plans, so every other plan keeps its configuration id.
             **({"external": self.external.model_dump()} if self.external is not None else {}),
+            # Only when pinned: a pinned acceptance changes what the engine does.
+            **({"pinned_acceptance": self.pinned_acceptance.model_dump()} if self.pinned_acceptance else {}),
         }
 
 
