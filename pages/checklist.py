@@ -17,6 +17,7 @@ from domain.compare import comparability
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
 from pages.parts.common import current_language
+from pages.parts.quality_rows import quality_section
 from pages.parts.selection import comparison, pick
 from pages.parts.verdict_boxes import verdict_boxes
 
@@ -81,6 +82,7 @@ if selection is not None:
         # As literal text: a value (an imported model name) can neither format nor typeset ($…$).
         verdict_boxes((row["verdict"], streamlit_md_text(f"#{row['run_id']} — {comparability.summary_line(row, lang)}"
                                                           )) for row in result.checklist.to_dict("records"))
+        quality_section(result, lang)
         table = matrix_table(result.matrix, labels)
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
         st.caption(t("compare_page.fatal_legend", lang))

@@ -46,6 +46,7 @@ from pages.parts.compare_tables import (
     run_headers,
     scaling_table,
 )
+from pages.parts.quality_rows import quality_section
 from pages.parts.selection import comparison, derived, pick, request_samples
 from pages.parts.verdict_boxes import verdict_boxes
 from pages.parts.workload_section import workload_section
@@ -72,6 +73,7 @@ def verdict_section(c: Comparison) -> None:
     change under test from the older run to the newer (the exports' first lines), in one box
     per verdict (``verdict_boxes``); every changed flag with its layer and risk behind a click."""
     verdict_boxes((verdict, md(line)) for verdict, line in zip(c.checklist["verdict"], c.headline_lines, strict=True))
+    quality_section(c, lang)
     if c.changed_lines:
         with st.expander(t("compare_page.changed", lang)):
             st.markdown("\n".join(f"- {md(line)}" for line in c.changed_lines))

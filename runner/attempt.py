@@ -33,6 +33,7 @@ from domain.plan.checks import schema_version_for, vllm_version_for
 from domain.plan.run_plan import BenchmarkPlan, Point, RunPlan, configuration_id, point_conditions
 from domain.plan.topology import layout
 from domain.results.bench_record import BadRecord, json_safe, last_record, metrics_from_record
+from domain.results.speculative import speculative_conditions
 from runner import external, host, server_process
 from runner import topology as topo
 from runner.backend_probe import missing_backend
@@ -656,6 +657,7 @@ class AttemptExecution:
                           engine=ctx.plan.engine, emulated=ctx.plan.emulated,
                           warmup_excluded_from_telemetry=measure_started is not None,
                           launch_idx=ctx.launch_idx, **client_conditions(ctx.client, result))
+        conditions.update(speculative_conditions(ctx.plan, record))
         if ctx.plan.is_external:
             conditions.update(external.point_conditions(ctx.plan))
         if ctx.workload_label is not None:

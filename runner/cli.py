@@ -164,6 +164,7 @@ def runner_class(settings: Settings) -> type[Runner]:
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """The compare page's exports for scripting: table (CSV, Markdown), charts (PNG, SVG), deck."""
+    from db.quality_inputs import with_quality
     from db.scaling_gap_inputs import explained_gaps
     from domain.compare.comparison import comparison_with_settings
     from domain.render import deck, one_slide, tables
@@ -188,6 +189,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
                                  intended_to_differ=frozenset(args.intended or []), requests=samples,
                                  bootstrap_memos=memos)
     keep_memos(samples, memos)
+    with_quality(store, c)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{args.baseline}-" + "-".join(map(str, args.runs))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import pandas as pd
 
@@ -59,6 +60,17 @@ class Comparison:
     keep_cold: frozenset[tuple[object, object, object]] = frozenset()
     # Below this |Δ| in %, a delta beyond the noise is 'small', never better/worse (difference.py).
     practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT
+    # Each run's quality row beside its speed delta (domain/results/quality_view.py), set by
+    # the reader of the stored probes (db/quality_inputs.py); the exports' lines after the verdicts.
+    quality_rows: list[Any] = field(default_factory=list)
+
+    @property
+    def quality_lines(self) -> list[str]:
+        """The rows' lines for the exports; none when no compared run was probed or pinned
+        (the page still shows each run's "not measured")."""
+        if all(row.verdict == "not_measured" for row in self.quality_rows):
+            return []
+        return [row.line for row in self.quality_rows]
 
     @cached_property
     def run_names(self) -> dict[object, tuple[object, object]]:

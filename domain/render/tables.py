@@ -62,9 +62,10 @@ def _has_named_index(table: pd.DataFrame) -> bool:
 def export_head(c: Comparison) -> list[str]:
     """The first lines of every export: each compared run's headline, its verdict and the
     change under test from the older run to the newer (``c.headline_lines``, which name the
-    runs by id as the column headers do), then the changed flags with their layer and risk
-    and the conditions under test (``c.changed_lines``)."""
-    return [*c.headline_lines, *c.changed_lines]
+    runs by id as the column headers do), then the quality rows (``c.quality_lines``: same /
+    changed / cannot tell / not measured, a faster and changed run as a trade-off), then the
+    changed flags with their layer and risk and the conditions under test (``c.changed_lines``)."""
+    return [*c.headline_lines, *c.quality_lines, *c.changed_lines]
 
 
 def run_label_of(c: Comparison, run_id: object) -> str:

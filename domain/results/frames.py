@@ -37,6 +37,7 @@ from domain.results.workload_columns import workload_columns
 CONDITION_COLUMNS = (
     "input_len", "output_len", "random_range_ratio", "num_prompts", "warmup", "dataset", "seed", "request_rate",
     "apply_chat_template", "thinking_mode", "ignore_eos", "bench_tool", "bench_version", "backend",
+    "accept_length", "pinned_acceptance",  # speculative plans only (domain/results/speculative.py)
 )
 DEFAULT_REVISION = "main (default)"
 

@@ -30,6 +30,7 @@ import pandas as pd
 
 from domain.core.i18n import t
 from domain.results.analysis import POINT, is_missing
+from domain.results.speculative import acceptance_badge
 from domain.results.workload_columns import unexpected_cache_hit
 
 LOW_CONCURRENCY_RATIO = 0.80  # achieved < 80 % of the target: the client could not keep requests in flight
@@ -54,7 +55,7 @@ FULL_LOAD_UTIL_PCT = 80.0  # mean GPU utilisation over the measured window that 
 
 BADGES = ("low_concurrency", "incomplete", "output_shortfall", "input_length_off", "lengths_unchecked", "throttled",
           "power_capped", "unhealthy_host", "emulated", "imported", "cold_first_point", "super_linear",
-          "unexpected_cache_hit")
+          "unexpected_cache_hit", "acceptance_not_representative")
 CURVE_BADGES = ("cold_first_point", "super_linear")  # from curve_badges, per (run, scenario, concurrency)
 BADGE_COLUMNS = ("run_id", "scenario", "concurrency", "repeat_idx", "badge", "detail")
 
@@ -89,7 +90,7 @@ def length_spread(requested: float, range_ratio: object, n: float) -> float:
 def point_badges(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every badge one point earns, as (badge, detail) with the numbers behind it."""
     checks = (_low_concurrency, _incomplete, _output_shortfall, _input_length_off, _lengths_unchecked, _throttled,
-              _power_capped, _unhealthy_host, _source_badge, unexpected_cache_hit)
+              _power_capped, _unhealthy_host, _source_badge, unexpected_cache_hit, acceptance_badge)
     return [badge for check in checks if (badge := check(row)) is not None]
 
 

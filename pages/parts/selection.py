@@ -23,6 +23,7 @@ import streamlit as st
 
 from db import DbBusy
 from db.bootstrap_memo import keep_memos
+from db.quality_inputs import with_quality
 from db.rows import PickerChoiceRow, PickerRunRow
 from db.sample_files import SampleFiles
 from db.store import PickerFilters
@@ -236,8 +237,11 @@ def comparison(selection: Selection, lang: str, *, keep_cold: bool = False) -> C
     if missing:
         st.warning(t("select.runs_without_points", lang, runs=", ".join(f"#{r}" for r in missing)))
     assert selection.baseline is not None  # noqa: S101 - pick() always sets it
-    return _cached_comparison(frame, selection.baseline, tuple(selection.others), lang, tuple(selection.intended),
-                              keep_cold)
+    built = _cached_comparison(frame, selection.baseline, tuple(selection.others), lang, tuple(selection.intended),
+                               keep_cold)
+    with db_guard(lang):  # the quality rows are read fresh: a probe lands after a run's last point
+        with_quality(store(), built)
+    return built
 
 
 def warm_comparison(query: Mapping[str, list[str]]) -> tuple[Comparison, str] | None:

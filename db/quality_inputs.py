@@ -1,0 +1,42 @@
+"""The quality rows of a comparison read from the Store (issue 42): one function for the
+compare page, the checklist and ``runner export``, as ``db/scaling_gap_inputs.py`` is for
+the deck's gaps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from db.quality_store import QualityStore
+from db.store import Store
+from domain.plan.run_plan import RunPlan
+from domain.results.comparison import Comparison
+from domain.results.quality import QualityResult, compare_quality
+from domain.results.quality_view import QualityRow, quality_rows
+
+
+def pinned_labels(store: Store, run_ids: Sequence[int]) -> dict[int, str]:
+    labels = {}
+    for run_id in run_ids:
+        run = store.get_run(run_id)
+        if run is None or not run.plan:
+            continue
+        try:
+            plan = RunPlan.model_validate_json(run.plan)
+        except ValueError:  # an imported run's stand-in plan: nothing pinned
+            continue
+        if plan.pinned_acceptance is not None:
+            labels[run_id] = plan.pinned_acceptance.label()
+    return labels
+
+
+def quality_results(store: Store, baseline: int, runs: Sequence[int]) -> list[QualityResult]:
+    probes = QualityStore(store).probes_of([baseline, *runs])
+    return [compare_quality(run, probes.get(run), baseline, probes.get(baseline)) for run in runs]
+
+
+def with_quality(store: Store, c: Comparison) -> Comparison:
+    """``c`` with its quality rows set (read now: a probe lands after the run's last point)."""
+    rows: list[QualityRow] = quality_rows(c.compare, quality_results(store, c.baseline_run_id, c.run_ids), c.lang,
+                                          pinned_labels(store, [c.baseline_run_id, *c.run_ids]))
+    c.quality_rows = rows
+    return c
