@@ -40,3 +40,18 @@ def with_quality(store: Store, c: Comparison) -> Comparison:
                                           pinned_labels(store, [c.baseline_run_id, *c.run_ids]))
     c.quality_rows = rows
     return c
+
+
+def trial_quality(store: Store, run_id: int) -> QualityResult | None:
+    """A run's quality against the reference its probe scored teacher-forced (the first run
+    of that prompt set and model, or the plan's ``reference_run``); None when the run is
+    that reference itself.  A run without a probe reads "not measured"."""
+    probes = QualityStore(store).probes_of([run_id])
+    record = probes.get(run_id)
+    reference = ((record or {}).get("teacher_forced") or {}).get("reference_run_id")
+    if record is not None and not record.get("not_measured") and reference is None:
+        return None
+    if reference is None:
+        return compare_quality(run_id, record, run_id, record)
+    base = QualityStore(store).probes_of([reference]).get(reference)
+    return compare_quality(run_id, record, int(reference), base)

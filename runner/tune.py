@@ -35,6 +35,7 @@ import optuna
 from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from db import Store
+from db.quality_inputs import trial_quality
 from db.rows import RunProgressRow, RunRow
 from domain.core.access import Actor, PermissionDenied, local_actor
 from domain.core.i18n import t
@@ -46,6 +47,7 @@ from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan, SlaStop
 from domain.results.frames import points_frame
 from domain.tune import history
+from domain.tune.quality import with_quality
 from domain.tune.score import TrialScore, score_points
 from domain.tune.search import (
     CONSTRAINT_ATTR,
@@ -180,7 +182,8 @@ def score_run(store: Store, study: Study, run_id: int) -> TrialScore:
     """The study's objective over the run's points, with per-request samples for goodput."""
     frame = points_frame(p.as_dict() for p in store.points_for_comparison([run_id]))
     ids = [int(p) for p in frame["point_id"].dropna()] if not frame.empty else []
-    return score_points(frame, study, store.request_samples(ids) if ids else None)
+    score = score_points(frame, study, store.request_samples(ids) if ids else None)
+    return with_quality(score, trial_quality(store, run_id)) if study.quality == "same" else score
 
 
 def gpu_hours(store: Store, run_ids: list[int], gpu_count: int, now: datetime) -> float:

@@ -46,6 +46,7 @@ from domain.results.watch import (
     series_break,
     summarise_repeats,
 )
+from runner.watch_quality import quality_records
 
 log = logging.getLogger("benchdeck.runner.watch")
 WATCH_TAG = "watch"
@@ -192,6 +193,7 @@ def _judge_run(store: Store, watches: WatchStore, row: UnevaluatedRow, threshold
     version = _launched_version(frame, row.run_id) or row.sglang_version
     records = [_measure(frame, row.run_id, point, metric, history, thresholds)
                for point in watch.watched_points() for metric in WATCH_METRICS]
+    records += quality_records(store, watch, row.run_id)
     confirm = any(r.verdict == "suspicious" for r in records)
     if not watches.record_evaluation(row.watch_id, row.run_id, outcome="measured", series_no=series_no,
                                      series_reason=reason, sglang_version=version, measurements=records,

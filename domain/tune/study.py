@@ -97,6 +97,9 @@ class Study(_Strict):
     budget: Budget
     seed: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] = 0
     best_repeats: Annotated[int, Field(ge=1, le=20, strict=True)] = 3
+    # "same": a trial whose quality probe is not "same" as its reference run's is infeasible
+    # (domain/tune/quality.py); needs the base plan's quality: section.
+    quality: Literal["any", "same"] = "any"
 
     @model_validator(mode="after")
     def _consistent(self) -> Study:
@@ -107,6 +110,8 @@ class Study(_Strict):
         flags = [lever.flag for lever in self.space]
         if len(set(flags)) != len(flags):
             raise ValueError("a flag appears twice in the space")
+        if self.quality == "same" and self.base_plan.quality is None:
+            raise ValueError("quality: same needs the base plan's quality: section (the probe that judges it)")
         unknown = set(self.sla.concurrencies or ()) - set(self.base_plan.benchmark.concurrency)
         if unknown:
             raise ValueError(f"SLA concurrencies {sorted(unknown)} are not in the base plan's sweep")
