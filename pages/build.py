@@ -93,6 +93,7 @@ from pages.parts.common import (
 )
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, advanced_section, apply_translation, levers_section
 from pages.parts.local_models import local_models_section
+from pages.parts.quality_form import quality_section
 from pages.parts.topology_editor import topology_section
 from pages.parts.vllm_carry import carry_section
 from pages.parts.vllm_levers import vllm_advanced_section, vllm_levers_section
@@ -514,6 +515,8 @@ except (ValueError, TypeError) as exc:
     current, problems = None, [*problems, str(exc)]
 if problems:
     current = None  # an editor entry that cannot be read never becomes part of a queued plan
+with left:
+    quality_section(lang, current)
 keep_draft()
 with right:
     blocking, check_field_errors = live_checks(current, problems, host_versions[-1] if host_versions else None)

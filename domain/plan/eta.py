@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from domain.plan.quality import probe_seconds
 from domain.plan.run_plan import Point, RunPlan
 
 DECODE_STEP_S = 0.010  # per output token at moderate batch
@@ -30,7 +31,8 @@ def point_seconds(point: Point) -> float:
 
 
 def plan_seconds(plan: RunPlan) -> float:
-    return STARTUP_S[plan.engine_label] + sum(point_seconds(p) for p in plan.points())
+    """Start-up, every point, and the quality probe when the plan asks for one."""
+    return STARTUP_S[plan.engine_label] + sum(point_seconds(p) for p in plan.points()) + probe_seconds(plan.quality)
 
 
 def eta_from_progress(plan: RunPlan, points_done: int, mean_point_s: float | None) -> float:

@@ -21,6 +21,7 @@ from domain.plan.thinking import CHAT_BACKEND
 from pages.parts import variant
 from pages.parts.common import store
 from pages.parts.flag_widgets import SERVER_ARGS, VLLM_ARGS, forget_flag_widgets
+from pages.parts.quality_form import QUALITY_KEYS, load_quality_into_form, quality_mapping
 from pages.parts.topology_editor import TOPOLOGY_DEFAULTS, load_topology_into_form, topology_mapping
 from pages.parts.vllm_carry import CARRIED
 
@@ -38,7 +39,7 @@ FORM_KEYS = ("b.name", "b.engine", "b.version", "b.vllm_version", "b.model", "b.
              "b.gpu_count",
              "b.scenarios", "b.custom_on", "b.custom_isl", "b.custom_osl", "b.concurrency", "b.prompts", "b.warmup",
              "b.repeats", "b.fresh_launch", "b.dataset", "b.seed", "b.range_ratio", "b.rate", "b.backend",
-             "b.tokenize", "b.chat", "b.thinking", "b.stop_eos", "b.tags", *TOPOLOGY_DEFAULTS)
+             "b.tokenize", "b.chat", "b.thinking", "b.stop_eos", "b.tags", *TOPOLOGY_DEFAULTS, *QUALITY_KEYS)
 
 
 def reset_idempotency_key() -> None:
@@ -122,6 +123,7 @@ def load_plan_into_form(plan: RunPlan, origin: str) -> None:
     ss[VLLM_ARGS] = dict(plan.server_args) if plan.is_vllm else {}
     ss.pop(CARRIED, None)  # the last carry's report was about the previous form
     _load_benchmark_into_form(plan)
+    load_quality_into_form(plan)
     ss["b.tags"] = ", ".join(plan.tags)
     load_topology_into_form(plan.topology)
     ss[LOADED_FROM] = origin
@@ -241,6 +243,6 @@ def assembled_mapping(lang: str) -> dict[str, Any]:
     return {
         "name": ss["b.name"], **_engine_mapping(lang), "model": ss["b.model"],
         "gpu": {"type": gpu_type, "count": int(ss["b.gpu_count"])},
-        "benchmark": _benchmark_mapping(scenarios),
+        "benchmark": _benchmark_mapping(scenarios), **quality_mapping(),
         "tags": [x.strip() for x in ss.get("b.tags", "").split(",") if x.strip()],
     }
