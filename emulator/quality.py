@@ -37,7 +37,8 @@ BATCH_NOISE_FLIP = 3e-4  # per token, between two different decode batch sizes
 BATCH_NOISE_LOGPROB = 0.002
 # flag dest -> value -> (argmax flip rate per token, log-prob perturbation, accuracy penalty)
 LOSSY: dict[str, dict[str, tuple[float, float, float]]] = {
-    "kv_cache_dtype": {"fp8_e4m3": (0.006, 0.03, 0.015), "fp8_e5m2": (0.01, 0.05, 0.025),
+    # vLLM's "fp8" KV cache is e4m3.
+    "kv_cache_dtype": {"fp8_e4m3": (0.006, 0.03, 0.015), "fp8": (0.006, 0.03, 0.015), "fp8_e5m2": (0.01, 0.05, 0.025),
                        "fp4_e2m1": (0.03, 0.12, 0.08)},
     "quantization": {"fp8": (0.004, 0.02, 0.01), "w8a8_fp8": (0.004, 0.02, 0.01), "modelopt_fp8": (0.004, 0.02, 0.01),
                      "w8a8_int8": (0.006, 0.03, 0.02), "awq": (0.03, 0.12, 0.10), "gptq": (0.03, 0.12, 0.10),

@@ -271,7 +271,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": str(exc)}}, status=400)
     if state.disaggregation_mode in ("prefill", "decode"):
         return await _disaggregated(request, state, body, gen)
-    gen, out = _model_output(state, gen)
+    gen, out = model_output(state, gen)
     if not body.get("stream"):
         req = await _collect(state, gen, out)
         meta = _meta(state, req) | quality_http.generate_meta(state, body, gen.prompt_ids, out, req.generated)
@@ -279,7 +279,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     return await _stream_generate(request, state, gen, out)
 
 
-def _model_output(state: ServerState, gen: GenInput) -> tuple[GenInput, Any]:
+def model_output(state: ServerState, gen: GenInput) -> tuple[GenInput, Any]:
     """The emulated model's output for ``gen`` (emulator/quality_http.py); a toy-task
     answer also says where the model stops."""
     out = quality_http.output_for(state, gen.prompt_ids)
@@ -314,7 +314,7 @@ async def _disaggregated(request: web.Request, state: ServerState, body: dict[st
         except TimeoutError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=500)
         gen = GenInput(gen.prompt_ids, gen.max_new_tokens, gen.ignore_eos, gen.rid, transferred=transferred)
-        gen, out = _model_output(state, gen)
+        gen, out = model_output(state, gen)
         if not body.get("stream"):
             req = await _collect(state, gen, out)
             return web.json_response({"text": out.text, "output_ids": out.ids, "meta_info": _meta(state, req)})
@@ -408,7 +408,7 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         return _error(str(exc))
     rid = ("chatcmpl-" if chat else "cmpl-") + gen.rid
     model = body.get("model") or state.cfg.served_model_name
-    gen, out = _model_output(state, gen)
+    gen, out = model_output(state, gen)
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage")) or bool(
             state.cfg.args.get("stream_response_default_include_usage"))

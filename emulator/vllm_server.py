@@ -38,11 +38,11 @@ from typing import Any
 
 from aiohttp import web
 
+from emulator import quality_http
 from emulator.server import (
     SSE_HEADERS,
     BadRequest,
     GenInput,
-    Output,
     ServerState,
     _due,
     _gen_input,
@@ -51,8 +51,8 @@ from emulator.server import (
     _run,
     _sse,
     emulator_block,
+    model_output,
 )
-from emulator.tokens import TokenText
 from emulator.vllm_config import VllmEmulatorConfig
 from emulator.vllm_metrics import VllmMetrics
 
@@ -201,6 +201,7 @@ class Parsed:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    logprobs: dict[str, Any] | None = None  # the request's logprobs fields (emulator/quality_http.py)
 
 
 def _parse(vapp: VllmApp, body: dict[str, Any], chat: bool) -> Parsed | web.Response:
@@ -237,8 +238,10 @@ def _parse(vapp: VllmApp, body: dict[str, Any], chat: bool) -> Parsed | web.Resp
     options = body.get("stream_options") or {}
     force = bool(cfg.args.get("enable_force_include_usage"))
     rid = ("chatcmpl-" if chat else "cmpl-") + gen.rid
+    gen, _ = model_output(vapp.state, gen)  # a toy-task answer says where the emulated model stops
     return Parsed(gen, Shape(chat, rid, str(model), int(time.time())), bool(body.get("stream")),
-                  bool(options.get("include_usage")) or force, bool(options.get("continuous_usage_stats")))
+                  bool(options.get("include_usage")) or force, bool(options.get("continuous_usage_stats")),
+                  {k: body[k] for k in ("logprobs", "top_logprobs") if k in body})
 
 
 async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
@@ -266,7 +269,7 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
 
 
 async def _complete(vapp: VllmApp, parsed: Parsed) -> web.Response:
-    out = Output(vapp.state.tokens, TokenText.seed(parsed.gen.prompt_ids))
+    out = quality_http.output_for(vapp.state, parsed.gen.prompt_ids)
     last = None
     async with aclosing(_run(vapp.state, parsed.gen)) as updates:
         async for req in updates:
@@ -276,12 +279,13 @@ async def _complete(vapp: VllmApp, parsed: Parsed) -> web.Response:
         raise EngineDead
     shape = parsed.shape
     reason = _reason(last.finish_reason)
+    logprobs = quality_http.openai_logprobs(parsed.logprobs or {}, out, shape.chat)
     if shape.chat:
         choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": out.text,
                                                           "refusal": None, "tool_calls": [], "reasoning": None},
-                                  "logprobs": None, "finish_reason": reason, "stop_reason": None}
+                                  "logprobs": logprobs, "finish_reason": reason, "stop_reason": None}
     else:
-        choice = {"index": 0, "text": out.text, "logprobs": None, "finish_reason": reason, "stop_reason": None,
+        choice = {"index": 0, "text": out.text, "logprobs": logprobs, "finish_reason": reason, "stop_reason": None,
                   "prompt_logprobs": None}
     return respond({"id": shape.rid, "object": "chat.completion" if shape.chat else "text_completion",
                               "created": shape.created, "model": shape.model, "choices": [choice],
@@ -291,7 +295,7 @@ async def _complete(vapp: VllmApp, parsed: Parsed) -> web.Response:
 
 async def _stream(request: web.Request, vapp: VllmApp, parsed: Parsed) -> web.StreamResponse:
     shape, gen = parsed.shape, parsed.gen
-    out = Output(vapp.state.tokens, TokenText.seed(gen.prompt_ids))
+    out = quality_http.output_for(vapp.state, gen.prompt_ids)
     updates = _run(vapp.state, gen, stream=True)
     first = await anext(updates)  # raises EngineDead before any byte is sent
     response = web.StreamResponse(headers=SSE_HEADERS)

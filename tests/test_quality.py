@@ -141,3 +141,15 @@ def test_verdicts_from_records() -> None:
     # A floor as wide as the difference: the difference is within it.
     noisy = _record([([1, 2, 3, 4], [1, 2, 9, 9])] * 20 + same[:20])
     assert compare_quality(8, noisy, 1, noisy).verdict == "same"
+
+
+def test_a_study_requiring_quality_needs_the_probe() -> None:
+    from domain.tune.study import Study
+
+    base = _plan().model_dump(mode="json")
+    study = {"name": "s", "base_plan": base, "objective": "output_tok_s_per_gpu", "budget": {"trials": 2},
+             "quality": "same"}
+    with pytest.raises(ValidationError, match="quality: section"):
+        Study.model_validate(study)
+    probed = {**study, "base_plan": {**base, "quality": {"prompts": 8}}}
+    assert Study.model_validate(probed).quality == "same"
