@@ -55,7 +55,7 @@ def test_probes_are_recorded_fenced_and_read_back(store: Store) -> None:
     reference = quality_reference(QualityStore(store), later + 1, _plan())
     assert reference is not None and reference[0] == first  # the first run of that prompt set
     assert quality_reference(QualityStore(store), later + 1, _plan(seed=9)) is None  # another prompt set
-    assert quality_reference(QualityStore(store), later + 1, _plan(reference_run=later))[0] == later  # type: ignore[index]
+    assert quality_reference(QualityStore(store), later + 1, _plan(reference_run=later))[0] == later
 
 
 def test_tuner_constraint_and_watch_record_from_stored_probes(store: Store) -> None:
