@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
+from pptx import Presentation
 
 from db import Store
 from domain.plan.presets import quick_demo_plan
@@ -96,3 +99,18 @@ def test_probe_switched_on_in_the_form_and_quality_rows_on_the_compare_page(env,
         expect(page.get_by_text(re.compile(rf"#{fp8} 品質: 変化あり"))).to_be_visible()
         page.wait_for_timeout(1500)
         _shot(page, "compare-ja")
+
+    # The same rows open every export (runner export: the page's files, for scripts).
+    out = db_path.parent / "exports"
+    done = subprocess.run([sys.executable, "-m", "runner", "export", "--baseline", str(baseline), "--runs",
+                           f"2,{fp8}", "--format", "csv", "--format", "md", "--format", "slide", "--out", str(out)],
+                          env=renv, capture_output=True, text=True, timeout=300, check=True)
+    assert done.returncode == 0
+    stem = f"compare-{baseline}-2-{fp8}"
+    csv_text = (out / f"{stem}.csv").read_text(encoding="utf-8-sig")
+    assert f"# #{fp8} quality: changed" in csv_text and "# #2 quality:" in csv_text
+    assert f"#{fp8} quality: changed" in (out / f"{stem}.md").read_text(encoding="utf-8").replace("\\", "")
+    slide = Presentation(str(out / f"{stem}-slide.pptx")).slides[0]
+    table_text = " ".join(shape.table.cell(r, col).text for shape in slide.shapes if shape.has_table
+                          for r in range(len(shape.table.rows)) for col in range(len(shape.table.columns)))
+    assert "Quality vs baseline" in table_text and "changed" in table_text

@@ -153,3 +153,18 @@ def test_a_study_requiring_quality_needs_the_probe() -> None:
         Study.model_validate(study)
     probed = {**study, "base_plan": {**base, "quality": {"prompts": 8}}}
     assert Study.model_validate(probed).quality == "same"
+
+
+def test_faster_and_changed_reads_as_a_trade_off_in_both_languages() -> None:
+    from domain.results.quality import QualityResult
+    from domain.results.quality_view import quality_row
+
+    changed = QualityResult(3, 1, "changed", "beyond the floor", exact_match=0.6, mean_abs_dlogprob=0.01,
+                            dlogprob_method="teacher-forced", floor={"exact_match": 0.95})
+    row = quality_row(changed, (12.0, True), "en")
+    assert row.trade_off and "a trade-off, not an improvement" in row.line and "+12.0%" in row.line
+    assert "2025" in row.line and "prohibited" in row.line
+    assert "トレードオフ" in quality_row(changed, (12.0, True), "ja").line
+    assert not quality_row(changed, (12.0, False), "en").trade_off  # not faster beyond the noise
+    same = QualityResult(2, 1, "same", "within", exact_match=1.0, floor={"exact_match": 0.95})
+    assert not quality_row(same, (12.0, True), "en").trade_off

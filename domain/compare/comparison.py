@@ -68,7 +68,7 @@ class Comparison:
     def quality_lines(self) -> list[str]:
         """The rows' lines for the exports; none when no compared run was probed or pinned
         (the page still shows each run's "not measured")."""
-        if all(row.verdict == "not_measured" for row in self.quality_rows):
+        if all(row.verdict == "not_measured" and not row.pinned for row in self.quality_rows):
             return []
         return [row.line for row in self.quality_rows]
 

@@ -70,7 +70,7 @@ def one_slide(c: Comparison, report_ref: str, metrics: Sequence[str] = DEFAULT_M
     runs = [c.baseline_run_id, *c.run_ids][:MAX_RUNS]
     rows = table_rows(c, metrics, runs)
     _fitted_text(slide, TITLE_BOX, [slide_title(c)], TITLE_SIZES, SHAPE_NAMES[0], bold=True)
-    _table(slide, rows, SHAPE_NAMES[1])
+    _table(slide, rows + quality_cells(c, runs), SHAPE_NAMES[1])
     chart = throughput_chart(c, first_scenario(c), runs, {r: _legend_name(c, r) for r in runs})
     draw_native_chart(slide, chart, CHART_BOX, c.lang, size_pt=11)
     slide.shapes[-1].name = SHAPE_NAMES[2]
@@ -117,6 +117,24 @@ def table_rows(c: Comparison, metrics: Sequence[str], runs: Sequence[int]) -> li
                                                                     c=format_number(conc))))
             rows.append([label, *(_value_cell(c, metric, scenario, conc, r) for r in runs)])
     return rows
+
+
+def quality_cells(c: Comparison, runs: Sequence[int]) -> list[list[Cell]]:
+    """The quality row (domain/results/quality_view.py) when a shown run was probed or
+    pinned: each run's verdict, a faster-and-changed run marked as a trade-off (amber)."""
+    if not c.quality_lines:
+        return []
+    by_run = {row.run_id: row for row in c.quality_rows}
+
+    def cell(run_id: int) -> Cell:
+        row = by_run.get(run_id)
+        if row is None:
+            return Cell(("—",))
+        text = "—" if row.verdict == "baseline" else t(f"quality.verdict.{row.verdict}", c.lang)
+        lines = (text, t("quality.slide.trade_off", c.lang)) if row.trade_off else (text,)
+        pinned = (t("quality.slide.pinned", c.lang, pinned=row.pinned),) if row.pinned else ()
+        return Cell((*lines, *pinned), "changed" if row.verdict == "changed" else "")
+    return [[Cell((t("quality.slide.label", c.lang),)), *(cell(r) for r in runs)]]
 
 
 def _run_lines(c: Comparison, run_id: int) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ class QualityRow:
     verdict: str  # same | changed | cannot_tell | not_measured
     trade_off: bool  # faster (outside the noise) and changed
     line: str
+    pinned: str | None = None  # the pinned acceptance's label (PinnedAcceptance.label)
 
 
 def speed_change(compare: pd.DataFrame, run_id: int) -> tuple[float | None, bool]:
@@ -75,7 +76,7 @@ def quality_row(result: QualityResult, speed: tuple[float | None, bool], lang: s
         line += t("quality.row.pinned", lang, pinned=pinned)
     if result.emulated:
         line += t("quality.emulated", lang)
-    return QualityRow(result.run_id, result.verdict, trade_off, line)
+    return QualityRow(result.run_id, result.verdict, trade_off, line, pinned)
 
 
 def quality_rows(compare: pd.DataFrame, results: Sequence[QualityResult], lang: str,
@@ -85,5 +86,6 @@ def quality_rows(compare: pd.DataFrame, results: Sequence[QualityResult], lang: 
     baseline = results[0].baseline_run_id if results else None
     if baseline is not None and pinned.get(baseline):
         rows.insert(0, QualityRow(baseline, "baseline", False,
-                                  t("quality.row.baseline_pinned", lang, run=baseline, pinned=pinned[baseline])))
+                                  t("quality.row.baseline_pinned", lang, run=baseline, pinned=pinned[baseline]),
+                                  pinned[baseline]))
     return rows
