@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from db.quality_store import QualityStore
 from db.store import Store
+from domain.compare.comparison import Comparison
 from domain.plan.run_plan import RunPlan
-from domain.results.comparison import Comparison
 from domain.results.quality import QualityResult, compare_quality
 from domain.results.quality_view import QualityRow, quality_rows
 

@@ -106,7 +106,7 @@ def run_probe(plan: RunPlan, client: ProbeClient, tokenizer: Tokenizer,
     alone = [client.greedy(ids, quality.output_len) for ids in prompts]
     batched = _pool_map(lambda ids: client.greedy(ids, quality.output_len), prompts, quality.concurrency)
     record: dict[str, Any] = {
-        "prompt_set": quality.prompt_set_key(), "model": plan.model, "engine": plan.engine,
+        "prompt_set": quality.prompt_set_key(), "model": plan.model, "engine": plan.engine_label,
         "emulated": plan.emulated, "concurrency": quality.concurrency,
         "pinned_acceptance": plan.pinned_acceptance.model_dump() if plan.pinned_acceptance else None,
         "outputs": [{"alone": a, "batched": b} for a, b in zip(alone, batched, strict=True)],

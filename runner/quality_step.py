@@ -24,10 +24,10 @@ def quality_record(plan: RunPlan, base_url: str, tokenizer_dir: Any,
                    reference: tuple[int, dict[str, Any]] | None) -> dict[str, Any]:
     """The probe's record, or one that says why there is none."""
     assert plan.quality is not None  # noqa: S101 - called only for plans with a quality section
-    unmeasured = {"prompt_set": plan.quality.prompt_set_key(), "model": plan.model, "engine": plan.engine,
+    unmeasured = {"prompt_set": plan.quality.prompt_set_key(), "model": plan.model, "engine": plan.engine_label,
                   "emulated": plan.emulated}
     if plan.engine not in PROBED_ENGINES:
-        return {**unmeasured, "not_measured": f"engine {plan.engine} is not probed (the probe speaks /generate)"}
+        return {**unmeasured, "not_measured": f"engine {plan.engine_label} is not probed (the probe speaks /generate)"}
     api_key = plan.server_args.get("api-key")
     try:
         tokenizer = load_tokenizer(tokenizer_dir)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.compare.comparability import comparability_matrix, comparability_summary
+from domain.compare.comparison import build_comparison
 from domain.plan.run_plan import RunPlan
-from domain.results.comparability import comparability_matrix, comparability_summary
-from domain.results.comparison import build_comparison
+from domain.render import tables
+from domain.render.one_slide import quality_cells
 from domain.results.quality import compare_quality
 from domain.results.quality_view import quality_rows
 from domain.results.speculative import speculative_conditions
 from domain.results.validity import validity_badges
-from domain.slides import tables
-from domain.slides.one_slide import quality_cells
 from tests.test_analysis import frame, point
 
 SPEC = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/draft"}

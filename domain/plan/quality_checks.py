@@ -13,7 +13,7 @@ from domain.core.i18n import t
 from domain.plan.eval_set import EvalSetError, load_eval_set
 from domain.plan.run_plan import RunPlan
 
-PROBED_ENGINES = frozenset({"sglang", "emulator"})
+PROBED_ENGINES = frozenset({"sglang"})  # the engine family: SGLang, launched or emulated
 
 
 def is_speculative(plan: RunPlan) -> bool:
@@ -26,14 +26,14 @@ def quality_problems(plan: RunPlan, lang: str) -> tuple[list[str], list[str]]:
     errors, warnings = [], []
     quality, pinned = plan.quality, plan.pinned_acceptance
     if quality is not None and plan.engine not in PROBED_ENGINES:
-        warnings.append(t("quality.check.engine", lang, engine=plan.engine))
+        warnings.append(t("quality.check.engine", lang, engine=plan.engine_label))
     if quality is not None and quality.eval is not None:
         try:
             load_eval_set(quality.eval)
         except EvalSetError as exc:
             errors.append(t("quality.check.eval_set", lang, path=quality.eval.path, reason=str(exc)))
     if pinned is not None and plan.engine not in PROBED_ENGINES:
-        errors.append(t("quality.check.pinned_engine", lang, engine=plan.engine))
+        errors.append(t("quality.check.pinned_engine", lang, engine=plan.engine_label))
     elif pinned is not None and not is_speculative(plan):
         warnings.append(t("quality.check.pinned_without_spec", lang))
     if is_speculative(plan) and plan.benchmark.dataset == "random-ids":

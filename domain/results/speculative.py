@@ -7,7 +7,7 @@ token, so its acceptance on uniformly drawn token ids (bench_serving's ``random-
 not what a real text distribution gets; a pinned acceptance (SGLang's
 ``SGLANG_SIMULATE_ACC_LEN``) is not measured at all.  Such points are badged
 ``acceptance_not_representative``; the dataset condition already keeps a random-ids run
-apart from a run on text (domain/results/comparability.py: a differing dataset is fatal).
+apart from a run on text (domain/compare/comparability.py: a differing dataset is fatal).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
-from domain.results.comparison import Comparison
 
 BOXES = {"changed": (st.warning, ":material/difference:"), "same": (st.success, ":material/done_all:"),
          "other": (st.info, ":material/help:")}
