@@ -232,8 +232,7 @@ class AttemptExecution:
         ctx = self.ctx
         assert ctx.server is not None and ctx.client is not None  # noqa: S101 - launched, swept
         ctx.writer.set_current_point("quality")
-        tokenizer_dir = bench_tokenizer(ctx.plan, self.settings.tokenizer_dir).path
-        ctx.writer.record_quality(quality_record(ctx.plan, ctx.server.base_url, tokenizer_dir,
+        ctx.writer.record_quality(quality_record(ctx.plan, ctx.server.base_url, self.settings.tokenizer_dir,
                                                  ctx.writer.quality_reference(ctx.plan)))
 
     def _check_stop(self) -> None:
