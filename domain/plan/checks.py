@@ -100,9 +100,9 @@ def engine_version_for(plan: RunPlan, host_version: str | None = None) -> str:
 
 def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
                every_vllm_version: bool = False) -> CheckReport:
-    """The engine's checks (:func:`_check_engine_plan`) and the quality section's
+    """The engine's checks (:func:`_engine_checks`) and the quality section's
     (domain/plan/quality_checks.py)."""
-    report = _check_engine_plan(plan, settings, lang, host_version, every_vllm_version=every_vllm_version)
+    report = _engine_checks(plan, settings, lang, host_version, every_vllm_version=every_vllm_version)
     errors, warnings = quality_problems(plan, lang)
     report.errors += errors
     report.warnings += warnings
@@ -110,8 +110,8 @@ def check_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str |
     return report
 
 
-def _check_engine_plan(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
-                       every_vllm_version: bool = False) -> CheckReport:
+def _engine_checks(plan: RunPlan, settings: Settings, lang: str, host_version: str | None = None, *,
+                   every_vllm_version: bool = False) -> CheckReport:
     """``every_vllm_version`` (``python -m runner check``): a vLLM plan that pins no version is
     checked against every shipped vLLM schema, each line naming its version; otherwise
     against the version it will run with.  A workload's file is checked whatever the engine."""
