@@ -22,7 +22,8 @@ from tests.support.actors import operator
 from tests.support.app_server import running_app, screenshot
 from tests.support.runner_harness import runner_env, start_runner, wait_for
 
-pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow,
+              pytest.mark.timeout(1200)]  # three emulated runs and the app; wall time depends on the load
 SHOTS = Path("/work/shots/42")
 PROBE = {"prompts": 16, "output_len": 32, "concurrency": 8, "seed": 1234}
 

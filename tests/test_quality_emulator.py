@@ -20,6 +20,7 @@ from emulator.build_tokenizer import build
 from emulator.testing import EmulatorProcess, running_emulator
 from runner.quality_probe import ProbeClient, load_tokenizer, run_probe
 
+pytestmark = pytest.mark.timeout(900)  # four emulators and ~10 probes; wall time depends on the load
 MODEL = ["--model-path", "Qwen/Qwen3-30B-A3B", "--emulate-schema-dir", str(SCHEMA_DIR), "--emulate-startup-s", "0.3"]
 CONFIGS = {
     "base": [],
