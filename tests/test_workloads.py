@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from domain.core.i18n import t
 from domain.plan.plan_io import PlanError, dump_plan, load_plan
 from domain.plan.run_plan import point_conditions
 from domain.plan.workload_files import workload_file_problems
@@ -189,3 +190,24 @@ def test_cache_figures_per_group_size_and_an_unexpected_hit_is_badged() -> None:
     table = cache_by_group_size(frame(point(1, 4, **gsp, ttft_mean_ms=30.0), point(1, 8, **gsp, ttft_mean_ms=50.0)))
     shown = table[["prompts_per_group", "points", "cache_hit_pct", "ttft_mean_ms"]].values.tolist()
     assert shown == [[32, 2, 90.0, 40.0]]
+
+
+def test_the_rate_curve_is_drawn_with_its_knee_and_exported() -> None:
+    """A concurrency sweep and a rate sweep of one configuration compared: the chart set
+    gains the rate chart (its knee a dashed rule, named in the subtitle), the Markdown export
+    carries the knee table, and the checklist calls the pair not comparable."""
+    from domain.compare.comparison import build_comparison
+    from domain.render import deck, tables
+    from tests.test_analysis import frame, point
+
+    rates = [(1, 1.0, 50), (2, 2.0, 55), (4, 3.9, 70), (8, 7.2, 150), (16, 7.5, 2000)]
+    data = frame(*[point(1, c) for c in (1, 2, 4, 8, 16)],
+                 *[_rate_point(*r, workload="random-ids", cache_state="flushed") for r in rates])
+    c = build_comparison(data, 1, [2], "en")
+    assert c.checklist.set_index("run_id").loc[2, "verdict"] == "not_comparable"
+    titles = [title for title, _chart in deck.standard_charts(c)]
+    assert titles[-1] == t("workload.chart.rate_title", "en")
+    svg = deck.comparison_chart_svg(c, deck.standard_charts(c)[-1][1])
+    assert "saturates at an arrival rate of 8 req/s" in svg and "stroke-dasharray" in svg
+    markdown = tables.comparison_markdown(c)
+    assert t("workload.section.rate_knees", "en") in markdown and "| 8 |" in markdown.replace("8.0", "8")
