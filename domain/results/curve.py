@@ -361,7 +361,8 @@ def goodput_reason_text(reason: str, lang: str) -> str:
 # -- Pareto --------------------------------------------------------------------------------------
 
 PARETO_COLUMNS = ("run_id", "run_name", "source", "scenario", "concurrency", "interactivity", "throughput_per_gpu",
-                  "on_frontier")
+                  "on_frontier", "pareto_mark")
+PARETO_MARKS = ("front", "dominated", "ambiguous")
 TPOT_STATISTICS = ("tpot_p50", "tpot_p90", "tpot_p99")  # the selector's choices, where the summary has them
 
 
@@ -369,7 +370,13 @@ def pareto_points(summary: pd.DataFrame, tpot_metric: str = "tpot_p50") -> pd.Da
     """Throughput per GPU (output tok/s ÷ ``gpus_used``, the GPUs the topology uses, else
     ÷ gpu_count) against interactivity (1000 / ``tpot_metric``, tok/s/user; the median by
     default), with ``on_frontier`` marking the points no other point of the same scenario
-    beats on both axes.  Points lacking either value are kept, never on the frontier."""
+    beats on both axes.  Points lacking either value are kept, never on the frontier.
+
+    ``pareto_mark`` (:data:`PARETO_MARKS`, None without both values) reads the points' 95 %
+    intervals (``output_tok_s_ci`` and the TPOT statistic's, as the summary has them; none
+    counts as a point): 'dominated' when another point of the scenario beats it on both
+    axes even at the ends of both intervals, 'front' when no other point could beat it on
+    both anywhere within them, 'ambiguous' otherwise (the intervals overlap the front)."""
     table = summary[["run_id", "run_name", "source", "scenario", "concurrency"]].copy()
     tpot = pd.to_numeric(summary[tpot_metric], errors="coerce")
     gpus = _gpus(summary)
@@ -378,7 +385,49 @@ def pareto_points(summary: pd.DataFrame, tpot_metric: str = "tpot_p50") -> pd.Da
     table["on_frontier"] = False
     for _, rows in table.groupby("scenario", sort=False):
         table.loc[_frontier_index(rows), "on_frontier"] = True
+    table["pareto_mark"] = _pareto_marks(table, summary, tpot, tpot_metric, gpus)
     return table[list(PARETO_COLUMNS)]
+
+
+def _pareto_marks(table: pd.DataFrame, summary: pd.DataFrame, tpot: pd.Series, tpot_metric: str,
+                  gpus: pd.Series) -> list[str | None]:
+    """Each point's :data:`PARETO_MARKS` from the ends of its intervals on both axes."""
+    tpot_ci = _half_width(summary, tpot_metric)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x_low = (1000.0 / (tpot + tpot_ci)).to_numpy(dtype=float)
+        slower = (tpot - tpot_ci).to_numpy(dtype=float)
+        x_high = np.where(slower > 0, 1000.0 / slower, np.inf)
+    y = table["throughput_per_gpu"].to_numpy(dtype=float)
+    y_ci = (_half_width(summary, "output_tok_s") / gpus.where(gpus > 0)).fillna(0.0).to_numpy(dtype=float)
+    x = table["interactivity"].to_numpy(dtype=float)
+    bounds = np.stack([x, y, x_low, x_high, y - y_ci, y + y_ci], axis=1)
+    marks: list[str | None] = [None] * len(table)
+    for _, rows in table.groupby("scenario", sort=False):
+        positions = [table.index.get_loc(i) for i in rows.index]
+        valid = [p for p in positions if np.isfinite(bounds[p, :2]).all()]
+        for p in valid:
+            marks[p] = _mark(bounds[p], bounds[[q for q in valid if q != p]])
+    return marks
+
+
+def _mark(point: np.ndarray, others: np.ndarray) -> str:
+    """'dominated', 'front' or 'ambiguous' for one point (x, y, x_low, x_high, y_low, y_high)
+    against the others of its scenario."""
+    _, _, x_low, x_high, y_low, y_high = point
+    ox_low, ox_high, oy_low, oy_high = others[:, 2], others[:, 3], others[:, 4], others[:, 5]
+    surely = (ox_low >= x_high) & (oy_low >= y_high) & ((ox_low > x_high) | (oy_low > y_high))
+    if surely.any():
+        return "dominated"
+    maybe = (ox_high >= x_low) & (oy_high >= y_low) & ((ox_high > x_low) | (oy_high > y_low))
+    return "ambiguous" if maybe.any() else "front"
+
+
+def _half_width(summary: pd.DataFrame, metric: str) -> pd.Series:
+    """A metric's 95 % half-width per row; 0 where the summary has none (taken as a point)."""
+    column = f"{metric}_ci"
+    if column not in summary.columns:
+        return pd.Series(0.0, index=summary.index)
+    return pd.to_numeric(summary[column], errors="coerce").fillna(0.0)
 
 
 def _gpus(summary: pd.DataFrame) -> pd.Series:
