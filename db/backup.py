@@ -225,6 +225,20 @@ def _retire_current(db_path: Path, *, lock_timeout_s: float, window_s: float, fo
     return kept
 
 
+def _service_owner(db_path: Path) -> tuple[int, int]:
+    """Who the restored file must belong to: the file it replaces, else its directory's owner
+    (the service user's, docs/host.md step 2)."""
+    stat = (db_path if db_path.exists() else db_path.parent).stat()
+    return stat.st_uid, stat.st_gid
+
+
+def _keep_owner(path: Path, owner: tuple[int, int]) -> None:
+    """A restore run as root would leave a root-owned file the runner cannot open (it would
+    then restart in a loop): hand it back to the owner.  Only root can, and needs to."""
+    if os.geteuid() == 0 and (path.stat().st_uid, path.stat().st_gid) != owner:
+        os.chown(path, *owner)
+
+
 def restore(db_path: Path, src: Path, *, lock_timeout_s: float, live_window_s: float,
             force: bool = False) -> RestoreReport:
     """Replace ``db_path`` with the verified backup ``src``; the old file is kept as
@@ -239,9 +253,11 @@ def restore(db_path: Path, src: Path, *, lock_timeout_s: float, live_window_s: f
         _fsync_file(tmp)
         with exclusive(db_path, lock_timeout_s=lock_timeout_s):
             kept = None
+            owner = _service_owner(db_path)
             if db_path.exists():
                 kept = _retire_current(db_path, lock_timeout_s=lock_timeout_s, window_s=live_window_s, force=force)
             os.replace(tmp, db_path)
+            _keep_owner(db_path, owner)
             _fsync_dir(db_path.parent)
     finally:
         tmp.unlink(missing_ok=True)

@@ -164,6 +164,11 @@ class Store:
         return connect(self.db_path, lock_timeout_s=self.lock_timeout_s, reading=True)
 
     def migrate(self) -> list[int]:
+        """Pending migrations, after the upgrade's checks: a newer database is refused and a
+        used one is backed up first (db/upgrade.py; imported here: db/backup.py imports this)."""
+        from db.upgrade import check_and_back_up
+
+        check_and_back_up(self.db_path, lock_timeout_s=self.lock_timeout_s)
         return migrate(self.db_path, lock_timeout_s=self.lock_timeout_s)
 
     # --- submitting -----------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from db import DbBusy, Store
+from db import DbBusy, DbUnusable, Store
 from db.bootstrap_memo import keep_memos, memos_for
 from db.connection import KEEP_IDLE_S, keep_open
 from db.store import utcnow
@@ -476,4 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args, settings)
     except DbBusy as exc:
         print(t("cli.busy", args.lang, detail=exc), file=sys.stderr)
+        return EXIT_INVALID
+    except DbUnusable as exc:  # a damaged file, or one written by newer code (db/upgrade.py)
+        print(f"benchdeck: {exc}", file=sys.stderr)
         return EXIT_INVALID
