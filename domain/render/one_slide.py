@@ -156,7 +156,8 @@ def _value_cell(c: Comparison, metric: str, scenario: object, conc: object, run_
     if rows.empty or analysis.is_missing(rows.iloc[0]["value"]):
         return Cell(("—",))
     row = rows.iloc[0]
-    delta = analysis.delta_text(row["delta_pct"], row["verdict"], c.lang, row["delta_low_pct"], row["delta_high_pct"])
+    # The difference's interval is left to the deck, the CSV and the Markdown: nine runs' cells have no room for it.
+    delta = analysis.delta_text(row["delta_pct"], row["verdict"], c.lang)
     return Cell((format_number(row["value"]), *((delta,) if delta else ())), str(row["verdict"]))
 
 
