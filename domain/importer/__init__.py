@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from domain.importer import aiperf
+from domain.importer import aiperf, llmd
 from domain.importer.bench_jsonl import decode_line, point_from_record
 from domain.importer.conditions import (
     FlagCheck,
@@ -75,7 +75,9 @@ def _opened(source: Source) -> Iterator[BinaryIO]:
 
 
 def detect_kind(head: bytes, file_name: str = "") -> SourceKind:
-    """Which format a file is, from its first bytes (and, for CSV, its name)."""
+    """Which format a file is, from its first bytes (and, for CSV and YAML, its name)."""
+    if llmd.looks_like_llmd(head, file_name):
+        return "llmd_report"
     if aiperf.looks_like_aiperf_json(head):
         return "aiperf_json"
     if aiperf.looks_like_aiperf_csv(head) or file_name.lower().endswith(".csv"):
@@ -92,6 +94,8 @@ def preview_import(source: Source, *, file_name: str | None = None,
         stream.seek(0)
         if kind == "bench_serving_jsonl":
             return _preview_jsonl(stream, name, max_line_bytes)
+        if kind == "llmd_report":
+            return _preview_llmd(stream, name)
         return _preview_whole_file(stream, name, kind)
 
 
@@ -137,6 +141,17 @@ def _preview_whole_file(stream: BinaryIO, name: str, kind: SourceKind) -> Import
     return ImportPreview(kind, name, digest, size, data.count(b"\n"), group_runs([outcome]), ())
 
 
+def _preview_llmd(stream: BinaryIO, name: str) -> ImportPreview:
+    """llm-d reports: one point per report, several reports per file (domain.importer.llmd)."""
+    digest, size = sha256_of(stream)
+    stream.seek(0)
+    data = aiperf.read_capped(stream)
+    if isinstance(data, LineProblem):
+        return ImportPreview("llmd_report", name, digest, size, 0, (), (data,))
+    points, problems, parsed = llmd.points_from_file(data)
+    return ImportPreview("llmd_report", name, digest, size, len(parsed), group_runs(points), tuple(problems))
+
+
 def iter_point_rows(source: Source, preview: ImportPreview) -> Iterator[PointRow]:
     """The preview's points with their raw records, one at a time, in file order.
 
@@ -148,6 +163,8 @@ def iter_point_rows(source: Source, preview: ImportPreview) -> Iterator[PointRow
         stream.seek(0)
         if preview.source_kind == "bench_serving_jsonl":
             yield from _jsonl_rows(stream, preview)
+        elif preview.source_kind == "llmd_report":
+            yield from _llmd_rows(stream, preview)
         else:
             yield from _whole_file_rows(stream, preview)
 
@@ -169,6 +186,16 @@ def _jsonl_rows(stream: BinaryIO, preview: ImportPreview) -> Iterator[PointRow]:
         yield _row(run_index, point, record)
     if reader.sha256 != preview.sha256:
         raise FileChanged(f"{preview.file_name} changed while it was being imported")
+
+
+def _llmd_rows(stream: BinaryIO, preview: ImportPreview) -> Iterator[PointRow]:
+    data = aiperf.read_capped(stream)
+    if isinstance(data, LineProblem):
+        return
+    _, _, parsed = llmd.points_from_file(data)
+    for run in preview.runs:
+        for point in run.points:
+            yield _row(run.index, point, parsed[point.line - 1])
 
 
 def _whole_file_rows(stream: BinaryIO, preview: ImportPreview) -> Iterator[PointRow]:

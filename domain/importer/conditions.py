@@ -139,6 +139,9 @@ class RunStatement:
         return tuple(name for name, stated in self.values.items() if stated.provenance == "unknown")
 
 
+_STACK_FACTS = ("gpu_type", "gpu_count", "engine", "engine_version", "server_args")
+
+
 def file_run_facts(run: RunGroup) -> dict[str, Any]:
     """Run-level facts the file itself states (server_info, the AIPerf config)."""
     first = run.points[0]
@@ -148,6 +151,8 @@ def file_run_facts(run: RunGroup) -> dict[str, Any]:
         "warmup": first.conditions.get("warmup") if "warmup" not in first.unknown else None,
         "dataset": first.conditions.get("dataset") if "dataset" not in first.unknown else None,
     }
+    # A report that describes its stack (the llm-d report) states these itself.
+    facts.update({k: first.file_facts[k] for k in _STACK_FACTS if first.file_facts.get(k) is not None})
     if server is not None:
         facts.update(model=facts["model"] or server.model_path, engine=server.engine,
                      engine_version=server.engine_version, server_args=dict(server.server_args),

@@ -26,6 +26,9 @@ UNKNOWN_SCENARIO = "imported"
 
 
 def run_key(point: ImportedPoint) -> dict[str, Any]:
+    experiment = point.file_facts.get("experiment_id")
+    if experiment is not None:  # reports that name their run (benchdeck's llm-d export): one run each
+        return {"record_format": point.record_format.family, "experiment_id": experiment}
     return {
         "record_format": point.record_format.family,
         "server": point.server.fingerprint if point.server is not None else None,
@@ -42,7 +45,10 @@ def scenario_label(conditions: dict[str, Any] | Any) -> str:
 
 
 def _numbered(point: ImportedPoint, repeat_idx: int) -> ImportedPoint:
-    conditions = {**point.conditions, "repeat_idx": repeat_idx, "scenario": scenario_label(point.conditions)}
+    """Numbered and labelled, unless the file names the point's scenario and repeat itself."""
+    stated = point.conditions
+    conditions = {**stated, "repeat_idx": repeat_idx if stated.get("repeat_idx") is None else stated["repeat_idx"],
+                  "scenario": stated.get("scenario") or scenario_label(stated)}
     return dataclasses.replace(point, conditions=conditions)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from domain.core.i18n import t
 
-SourceKind = Literal["bench_serving_jsonl", "aiperf_json", "aiperf_csv"]
+SourceKind = Literal["bench_serving_jsonl", "aiperf_json", "aiperf_csv", "llmd_report"]
 
 # Conditions a point may state, the same names the runner stores per point
 # (domain.plan.run_plan.point_conditions), plus ``tag`` which bench_serving ≥ 0.5.9 records.
