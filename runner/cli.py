@@ -167,7 +167,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from db.quality_inputs import with_quality
     from db.scaling_gap_inputs import explained_gaps
     from domain.compare.comparison import comparison_with_settings
-    from domain.render import deck, one_slide, tables
+    from domain.render import deck, llmd_report, one_slide, tables
     from domain.render.workload_charts import workload_csv
     from domain.results.frames import points_frame
 
@@ -204,6 +204,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             written.append(_write(out / f"{stem}.md", tables.comparison_markdown(c).encode()))
         elif fmt == "slide":  # the compare page's default: one slide, the full deck named as its report
             written.append(_write(out / f"{stem}-slide.pptx", one_slide.one_slide(c, f"{stem}.pptx")))
+        elif fmt == "llmd-report":
+            written += [_write(out / f"{stem}-run{run_id}.llmd.yaml", llmd_report.reports_yaml(reports))
+                        for run_id, reports in llmd_report.comparison_reports(c).items()]
         elif fmt == "pptx":
             # "Why not N×?" per run, from the same rows as the compare page's deck.
             written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c, gaps=explained_gaps(store, run_ids))))
@@ -394,11 +397,12 @@ def build_parser(settings: Settings) -> argparse.ArgumentParser:
     work = sub.add_parser("work", help="execute queued runs; with --burst, drain the queue and exit")
     work.add_argument("--burst", action="store_true", help="exit once the queue is empty")
     work.set_defaults(func=cmd_work)
-    exp = sub.add_parser("export", help="write the comparison of runs as CSV / Markdown / PNG / SVG / PPTX")
+    exp = sub.add_parser("export", help="write the comparison of runs as CSV / Markdown / PNG / SVG / PPTX / "
+                                        "llm-d benchmark reports v0.2.1")
     exp.add_argument("--baseline", type=int, required=True, help="the baseline run id")
     exp.add_argument("--runs", type=_id_list, required=True, help="comma-separated run ids to compare")
     exp.add_argument("--intended", action="append", help="a condition intended to differ (repeatable)")
-    exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx", "slide"],
+    exp.add_argument("--format", action="append", choices=["csv", "md", "png", "svg", "pptx", "slide", "llmd-report"],
                      default=None, help="repeatable; default: csv and md")
     exp.add_argument("--out", default=".", help="output directory")
     exp.add_argument("--allow-mixed", action="store_true",

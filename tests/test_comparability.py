@@ -28,6 +28,7 @@ from domain.compare.comparability import (
 )
 from domain.compare.comparison import align_scenarios, build_comparison
 from domain.core.i18n import catalogue
+from domain.results import definitions
 from tests.test_analysis import frame, point
 
 
@@ -62,7 +63,10 @@ def test_the_key_of_a_point_groups_every_condition_by_family() -> None:
 def test_runs_differing_only_in_a_server_flag_are_comparable() -> None:
     matrix, summary = check(*sweep(1), *sweep(2, server_args={"max-running-requests": 128}))
     assert states(matrix, 2) == {}
-    assert len(matrix) == len(CONDITIONS) and set(matrix["condition"]) == set(CONDITION_NAMES)
+    # every condition, then one row per metric definition (both runs' harness: bench_serving)
+    definition_rows = {definitions.condition(aspect) for aspect in definitions.ASPECTS}
+    assert len(matrix) == len(CONDITIONS) + len(definition_rows)
+    assert set(matrix["condition"]) == set(CONDITION_NAMES) | definition_rows
     assert summary.loc[2, "verdict"] == "comparable"
     assert summary_line(summary.loc[2], "en") == "comparable"
 

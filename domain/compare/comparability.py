@@ -52,12 +52,13 @@ from domain.flags.dialects.vllm import classify_vllm_flag
 from domain.flags.knobs import KnobRow, align_args
 from domain.flags.risk import DEFAULT_PROFILE, RiskLayer, assess_risk, classify_flag
 from domain.flags.schema import Schema, SchemaError, known_versions, load_schema, newest_version
+from domain.results import definitions
 
 State = Literal["match", "differ", "unknown", "intended"]
 Verdict = Literal["comparable", "comparable_except", "not_comparable"]
 Level = Literal["run", "point"]
 
-FAMILIES = ("model", "hardware", "engine", "workload", "generation", "client", "topology", "source", "flags")
+FAMILIES = ("model", "hardware", "engine", "workload", "generation", "client", "metric", "topology", "source", "flags")
 # The pseudo-condition for the set of (scenario, concurrency) points each run measured.
 POINTS_CONDITION = "points"
 
@@ -346,6 +347,7 @@ def comparability_matrix(
         other = run_view(rows)
         cells = [(c.family, c.name, c.level, _condition_row(c, base, other)) for c in CONDITIONS]
         cells += [(FLAG_FAMILY, flag_condition(f), "run", _flag_row(f, base_flags, flags[run_id])) for f in flag_names]
+        cells += definitions.definition_cells(base_rows, rows)  # what each harness means by TPOT, ...
         marked = _with_engine_consequences(intended_to_differ, base_rows, rows)
         for family, name, level, (state, fatal, base_text, other_text) in cells:
             state = _marked(state, fatal, name, marked)
@@ -415,6 +417,8 @@ def _summarise_run(run_id: object, rows: list[dict[str, Any]]) -> tuple[object, 
 
 
 def condition_label(name: str, lang: str) -> str:
+    if definitions.aspect_of(name) is not None:
+        return definitions.label(name, lang)
     flag = condition_flag(name)
     if flag is None:
         return t(f"compare.cond.{name}", lang)
@@ -429,6 +433,11 @@ def family_label(family: str, lang: str) -> str:
 
 def state_text(matrix_row: Mapping[str, Any], lang: str) -> str:
     """A matrix cell as the checklist shows it: "✓", "✗ 128 → 256", "unknown (? / 0.5.9)", …"""
+    if definitions.aspect_of(str(matrix_row["condition"])) is not None:
+        name = str(matrix_row["condition"])
+        return t(f"compare.state.{matrix_row['state']}", lang,
+                 baseline=definitions.value_text(name, matrix_row["baseline_value"], lang),
+                 value=definitions.value_text(name, matrix_row["value"], lang))
     return t(f"compare.state.{matrix_row['state']}", lang, baseline=matrix_row["baseline_value"],
              value=matrix_row["value"])
 
@@ -470,6 +479,8 @@ def _field_text(name: str, values: tuple[str, str] | None, style: str, lang: str
     if values is None:
         return label
     base, value = values
+    if definitions.aspect_of(name) is not None:
+        return definitions.field_text(name, values, lang)
     if name == POINTS_CONDITION:
         return t("compare.summary.field_points", lang, label=label, baseline=base or "—", value=value or "—")
     key = "compare.summary.field_unknown" if style == "unknown" else "compare.summary.field"

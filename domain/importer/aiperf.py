@@ -193,6 +193,7 @@ def point_from_aiperf_json(data: bytes) -> tuple[ImportedPoint | LineProblem, di
         return problem, document
     config = document.get("input_config") or {}
     conditions, unknown = config_conditions(config)
+    conditions.update(bench_tool="aiperf", bench_version=document.get("aiperf_version"))
     try:
         metrics = metric_columns(document, conditions.get("num_prompts"))
     except ValueError as exc:
@@ -247,6 +248,7 @@ def point_from_aiperf_csv(data: bytes) -> tuple[ImportedPoint | LineProblem, dic
     if not (metrics.get("request_count") or {}).get("avg"):
         return LineProblem(0, "all_failed"), raw
     conditions, unknown = config_conditions({})
+    conditions["bench_tool"] = "aiperf"
     point = ImportedPoint(line=0, metrics=metric_columns(metrics, None), conditions=conditions, unknown=unknown,
                           record_format=AIPERF_FORMAT_CSV, file_facts={"client": "aiperf"})
     return point, raw

@@ -210,6 +210,8 @@ def record_conditions(record: Mapping[str, Any], requested: int | None) -> tuple
             del stated[key]
     conditions = {key: stated.get(key) for key in CONDITION_KEYS}
     unknown = tuple(k for k in CONDITION_KEYS if k not in stated and k not in DERIVED_KEYS)
+    if not _is_rust(record):  # the harness, for its metric definitions (domain/results/definitions.py)
+        conditions["bench_tool"] = "sglang.bench_serving"
     return conditions, unknown
 
 
@@ -220,9 +222,14 @@ def record_format(record: Mapping[str, Any]) -> RecordFormat:
     extras = tuple(name for name, keys in OPTIONAL_GROUPS.items() if any(k in present for k in keys))
     optional = {k for keys in OPTIONAL_GROUPS.values() for k in keys} | set(RUST_ONLY_KEYS) | {OMITTED_KEY}
     base = sum(1 for key in present if key not in optional)
-    rust = "protocol" in record or isinstance(record.get("request_rate"), str)
+    rust = _is_rust(record)
     family = "sglang-rust" if rust else {35: "sglang-35", 49: "sglang-49"}.get(base, f"sglang-{base}")
     return RecordFormat(family=family, base_keys=base, extras=extras)
+
+
+def _is_rust(record: Mapping[str, Any]) -> bool:
+    """The Rust client's record (its own keys, its rate as text)."""
+    return "protocol" in record or isinstance(record.get("request_rate"), str)
 
 
 # -- server_info ----------------------------------------------------------------------------
