@@ -47,6 +47,7 @@ from pages.parts.compare_tables import (
     scaling_table,
 )
 from pages.parts.quality_rows import quality_section
+from pages.parts.reference import reference_section
 from pages.parts.selection import comparison, derived, pick, request_samples
 from pages.parts.verdict_boxes import verdict_boxes
 from pages.parts.workload_section import workload_section
@@ -571,6 +572,7 @@ if selection is not None:
     result = comparison(selection, lang, keep_cold=bool(st.session_state.get(KEEP_COLD_KEY, False)))
     if result is not None:
         verdict_section(result)
+        reference_section(result, lang)  # a published measurement pinned beside the runs
         config_diff_section(result)
         statistic = statistic_picker()
         shown_metrics = metrics_section(result, statistic)

@@ -126,7 +126,8 @@ def do_import(files: list[Any], previews: list[ImportPreview], stated: ImportCon
             st.page_link("pages/run.py", label=f"#{run_id}", query_params={"run": str(run_id)})
 
 
-files = st.file_uploader(t("imports.upload", lang), type=["jsonl", "json", "csv"], accept_multiple_files=True)
+files = st.file_uploader(t("imports.upload", lang), type=["jsonl", "json", "csv", "yaml", "yml"],
+                         accept_multiple_files=True)
 previews: list[ImportPreview] = []
 for upload in files or []:
     preview = preview_import(io.BytesIO(upload.getvalue()), file_name=upload_name(upload))

@@ -9,7 +9,6 @@ import io
 import math
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -17,50 +16,24 @@ import pandas as pd
 import pytest
 from pptx import Presentation
 
-from db import RunnerCapabilities, Store
+from db import Store
 from db.imported_runs import import_file
 from domain.compare.comparison import build_comparison
-from domain.core.states import AttemptStatus
 from domain.importer import preview_import
 from domain.importer.conditions import ImportConditions
 from domain.importer.llmd import documents
 from domain.importer.llmd_schema import problems
-from domain.plan.run_plan import point_conditions
 from domain.render import llmd_report
 from domain.results import definitions
 from domain.results.bench_record import METRIC_COLUMNS
 from domain.results.frames import CONDITION_COLUMNS, points_frame
 from tests.conftest import ROOT
-from tests.plans import minimal_plan
 from tests.support.actors import operator
+from tests.support.llmd_runs import bench_serving_run as _bench_serving_run
 
 FIXTURES = ROOT / "tests" / "fixtures" / "llmd"
 TPOT_EN = "TPOT: bench_serving excludes the first token; GuideLLM includes the first token (and the wait for it)"
 TPOT_JA = "TPOT: bench_serving は最初のトークンを除く; GuideLLM は最初のトークン(とその待ち時間)を含む"
-
-
-def _bench_serving_run(store: Store, *, scenarios: list[dict[str, object]], concurrency: list[int],
-                       engine: str = "sglang", seed: float = 1.0, range_ratio: float = 1.0) -> int:
-    """A finished run of the real plan model with distinct figures per point (like the runner writes)."""
-    plan = minimal_plan(name=f"bs-{seed}", engine=engine, model="Qwen/Qwen3-235B-A22B-FP8",
-                        gpu={"type": "H200", "count": 8}, server_args={"tp-size": 8, "mem-fraction-static": 0.85},
-                        benchmark={"scenarios": scenarios, "concurrency": concurrency, "num_prompts": "40x",
-                                   "warmup": "2x", "repeats": 1, "random_range_ratio": range_ratio})
-    run_id, _ = store.submit_run(plan, submitted_by=operator("t"))
-    claim = store.claim_next(RunnerCapabilities("r", "H200", 8, "0.5.23" if engine == "sglang" else None), lease_s=60)
-    store.move_attempt(claim.attempt_id, "r", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
-    store.move_attempt(claim.attempt_id, "r", AttemptStatus.STARTING, AttemptStatus.BENCHMARKING)
-    for index, point in enumerate(claim.plan.points()):
-        metrics: dict[str, float | None] = {column: seed * (index + 1) * (1.0 + 0.013 * k)
-                                            for k, column in enumerate(METRIC_COLUMNS)}
-        metrics.update(completed=point.num_prompts - 1, requested=point.num_prompts, tpot_p95_ms=None)
-        conditions = {**point_conditions(claim.plan, point), "bench_tool": "sglang.bench_serving",
-                      "bench_version": "0.5.23"}
-        store.insert_point(claim.attempt_id, "r", scenario=point.scenario.name, concurrency=point.concurrency,
-                           repeat_idx=point.repeat_idx, conditions=conditions, started_at=datetime.now(),
-                           finished_at=datetime.now(), metrics=metrics, raw_record={}, telemetry=[])
-    store.finish_attempt(claim.attempt_id, "r", AttemptStatus.BENCHMARKING, AttemptStatus.SUCCEEDED)
-    return run_id
 
 
 def _frame(store: Store, run_ids: list[int]) -> pd.DataFrame:
@@ -100,6 +73,17 @@ def test_an_aiperf_made_report_imports_with_its_conditions() -> None:
     assert point.metrics["tpot_mean_ms"] == pytest.approx(15.512)
     assert point.metrics["itl_mean_ms"] is None and point.metrics["ttft_p99_ms"] == pytest.approx(592.04)
     assert point.metrics["duration_s"] is None  # not in the report: unknown, not zero
+
+
+def test_runner_import_reads_an_llmd_report(store: Store, env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "runner", "import", str(FIXTURES / "aiperf_c8.json"),
+                           "--model", "Qwen/Qwen3-235B-A22B-FP8", "--gpu", "H200x8"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    row = _frame(store, [int(done.stdout.split()[0])]).iloc[0]
+    assert (row["bench_tool"], row["concurrency"], row["model"], row["gpu_count"]) == (
+        "aiperf", 8, "Qwen/Qwen3-235B-A22B-FP8", 8)
+    assert row["tpot_mean_ms"] == pytest.approx(15.512)
 
 
 def test_the_written_down_schema_refuses_what_the_definition_refuses() -> None:
@@ -192,3 +176,20 @@ def test_tpot_is_converted_exactly_from_per_request_data() -> None:
     # (TTFT + Σ gaps) / output tokens per request: (100 + 30) / 4 and (50 + 30) / 2
     assert converted.mean_ms == pytest.approx((32.5 + 40.0) / 2)
     assert definitions.converted_tpot(requests, "aiperf") is None  # same definition: nothing to convert
+
+
+def test_the_verdict_says_what_was_converted(store: Store) -> None:
+    base = _bench_serving_run(store, scenarios=[{"name": "s", "input_len": 1000, "output_len": 100}],
+                              concurrency=[8])
+    other = import_file(store, FIXTURES / "guidellm_c8.yaml", ImportConditions(), actor=operator("t")).run_ids[0]
+    frame = _frame(store, [base, other])
+    point_id = int(frame.loc[frame["run_id"] == base, "point_id"].iloc[0])
+    requests = pd.DataFrame({"request_idx": [0, 1], "success": [True, True], "input_len": [1000, 1000],
+                             "output_len": [100, 100], "ttft_ms": [400.0, 420.0], "tpot_ms": [15.0, 15.2],
+                             "e2e_ms": [1885.0, 1924.8], "itl_ms": [[15.0] * 99, [15.2] * 99],
+                             "start_s": [0.0, 0.1]})
+    comparison = build_comparison(frame, base, [other], "en", requests={point_id: requests})
+    # (400 + 99 × 15) / 100 and (420 + 99 × 15.2) / 100: GuideLLM's TPOT of these two requests
+    expected = ((400 + 99 * 15.0) / 100 + (420 + 99 * 15.2) / 100) / 2
+    assert any(f"#{base}'s TPOT converted exactly to GuideLLM's definition from its per-request data: "
+               f"mean {expected:.2f} ms" in line for line in comparison.verdict_lines), comparison.verdict_lines

@@ -480,7 +480,7 @@ def _field_text(name: str, values: tuple[str, str] | None, style: str, lang: str
         return label
     base, value = values
     if definitions.aspect_of(name) is not None:
-        return definitions.field_text(name, values, lang)
+        return definitions.field_text(name, values, lang, unknown=style == "unknown")
     if name == POINTS_CONDITION:
         return t("compare.summary.field_points", lang, label=label, baseline=base or "—", value=value or "—")
     key = "compare.summary.field_unknown" if style == "unknown" else "compare.summary.field"

@@ -15,7 +15,7 @@ import pandas as pd
 from domain.compare import comparability
 from domain.compare.caveat import caveat_lines, changed_lines
 from domain.core.settings import Settings
-from domain.results import analysis, curve, difference, estimate_overlay, validity
+from domain.results import analysis, curve, definitions, difference, estimate_overlay, validity
 from domain.results.headline import headline_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 
@@ -135,7 +135,9 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
         caveat=caveat_lines(selected, baseline_run_id, others, lang, intended_to_differ, checklist,
                             practical_threshold_pct),
         flag_diff=flag_diff,
-        verdict_lines=comparability.verdict_lines(checklist, baseline_run_id, lang),
+        # ... and where a metric's definitions differ, a run's figure converted exactly from its requests
+        verdict_lines=[*comparability.verdict_lines(checklist, baseline_run_id, lang),
+                       *definitions.conversion_lines(selected, [baseline_run_id, *others], requests, lang)],
         changed_lines=changed_lines(flag_diff, checklist, baseline_run_id, lang),
         headline_lines=headline_lines(flag_diff, checklist, baseline_run_id, lang),
         gain_threshold_pct=gain_threshold_pct, sla_metric=sla_metric, sla_threshold_ms=sla_threshold_ms,

@@ -240,7 +240,7 @@ def point_from_report(report: Any, index: int) -> ImportedPoint | LineProblem:
     tool = _get(report, "scenario", "load", "standardized", "tool")
     conditions, unknown = report_conditions(report, native)
     metrics = report_metrics(report, tool, native)
-    if not metrics["completed"]:
+    if metrics["completed"] == 0:  # None: the report does not count requests (a published figure)
         return LineProblem(index, "all_failed")
     facts = {**stack_facts(report), "client": f"{tool or '?'} (llm-d report v{report.get('version') or '0.2'})"}
     if native.get("run_uid"):

@@ -4,7 +4,7 @@ Two harnesses can print the same name for different quantities.  A point's harne
 ``bench_tool`` condition (the runner records ``sglang.bench_serving``; the importers record
 the harness the file names); its definitions are looked up here, and two runs whose
 definitions of a metric differ are not comparable on that metric: the comparability matrix
-(:mod:`domain.results.comparability`) carries one ``def:<aspect>`` row per aspect below,
+(:mod:`domain.compare.comparability`) carries one ``def:<aspect>`` row per aspect below,
 family ``metric``, and the verdict names both definitions ("TPOT: bench_serving excludes
 the first token; GuideLLM includes the first token (and the wait for it)").
 
@@ -131,9 +131,13 @@ def value_text(name: str, value: str, lang: str) -> str:
     return t(f"definitions.{aspect_of(name)}.{ident}", lang, harness=harness_name(harness))
 
 
-def field_text(name: str, values: tuple[str, str], lang: str) -> str:
-    """"TPOT: bench_serving excludes the first token; GuideLLM includes …" for the verdict."""
+def field_text(name: str, values: tuple[str, str], lang: str, *, unknown: bool = False) -> str:
+    """"TPOT: bench_serving excludes the first token; GuideLLM includes …" for the verdict;
+    with ``unknown``, only whose definition is unknown: "TPOT (unknown for AIConfigurator)"."""
     base, value = values
+    if unknown:
+        missing = [harness_name(v.partition("|")[0]) for v in values if v.partition("|")[2] in ("", "?")]
+        return t("definitions.field_unknown", lang, label=label(name, lang), harnesses=", ".join(missing) or "?")
     return t("definitions.field", lang, label=label(name, lang), baseline=value_text(name, base, lang),
              value=value_text(name, value, lang))
 
