@@ -20,6 +20,7 @@ from tests.support.llmd_runs import bench_serving_run
 pytestmark = [pytest.mark.browser]
 
 TPOT_EN = "TPOT: bench_serving excludes the first token; GuideLLM includes the first token (and the wait for it)"
+TPOT_JA = "TPOT: bench_serving は最初のトークンを除く; GuideLLM は最初のトークン(とその待ち時間)を含む"
 ROW = "sglang 0.5.6.post2 · 4×H200 TP4 · 1000/100 · c=8 · "
 SHOTS = Path("/work/shots/44")
 GUIDELLM_REPORT = ROOT / "tests" / "fixtures" / "llmd" / "guidellm_c8.yaml"
@@ -64,3 +65,10 @@ def test_tpot_definitions_and_a_pinned_reference_on_the_compare_page(store: Stor
         assert f"runs={other}%2C{ref}" in page.url or f"runs={other},{ref}" in page.url
         page.wait_for_timeout(2000)
         _shot(page, "llmd-reference-compare-en")
+        page.goto(f"{url}/compare?baseline={base}&runs={other},{ref}&lang=ja")
+        verdict_ja = page.get_by_text(re.compile(rf"#{other}\(ベースライン #{base} との比較\): "))
+        expect(verdict_ja).to_contain_text(TPOT_JA, timeout=60_000)
+        pinned_ja = page.get_by_text(re.compile(rf"参照点 #{ref} とベースライン #{base}: "))
+        expect(pinned_ja).to_contain_text("GPU 数: 8 → 4")
+        page.wait_for_timeout(2000)
+        _shot(page, "llmd-reference-compare-ja")

@@ -73,6 +73,7 @@ def test_an_aiperf_made_report_imports_with_its_conditions() -> None:
     assert point.metrics["tpot_mean_ms"] == pytest.approx(15.512)
     assert point.metrics["itl_mean_ms"] is None and point.metrics["ttft_p99_ms"] == pytest.approx(592.04)
     assert point.metrics["duration_s"] is None  # not in the report: unknown, not zero
+    assert point.file_facts["model"] == "Qwen/Qwen3-235B-A22B-FP8"  # AIPerf's config, kept as the native config
 
 
 def test_runner_import_reads_an_llmd_report(store: Store, env: dict[str, str]) -> None:
@@ -126,6 +127,19 @@ def test_an_exported_run_is_valid_and_reads_back_identically(store: Store, tmp_p
     for column in SAME_COLUMNS:
         assert [_cell(v) for v in imported[column]] == [_cell(v) for v in original[column]], column
     assert set(imported["source"]) == {"emulated"}  # emulator output stays emulated when imported
+
+
+def test_one_run_exports_on_its_own(store: Store, env: dict[str, str], tmp_path: Path) -> None:
+    run_id = _bench_serving_run(store, scenarios=[{"name": "s", "input_len": 1000, "output_len": 100}],
+                                concurrency=[1, 8])
+    done = subprocess.run([sys.executable, "-m", "runner", "export", "--baseline", str(run_id), "--runs", str(run_id),
+                           "--format", "llmd-report", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    reports = documents((tmp_path / f"compare-{run_id}-{run_id}-run{run_id}.llmd.yaml").read_bytes())
+    assert len(reports) == 2 and all(problems(r) == [] for r in reports)
+    definitions_of = reports[0]["scenario"]["load"]["native"]["config"]["benchdeck"]["metric_definitions"]
+    assert definitions_of["tpot"]["definition"] == "excl_first"
 
 
 def _cell(value: object) -> object:

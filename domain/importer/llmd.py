@@ -15,8 +15,8 @@ What maps onto benchdeck's conditions (everything else stays unknown):
   lengths and range ratio 1.0, ``source`` → ``dataset`` (``<tool>-<source>``), the
   requests sent (``requests.total``) → ``num_prompts``;
 * the stack's ``inference_engine``: the model, the accelerator (GPU type from its model
-  name, count), the engine and its version, its native args (for SGLang engines) → facts
-  shown as "from the file";
+  name, count), the engine and its version → facts shown as "from the file"; its native
+  args too, for SGLang engines, when the report says they are the complete set;
 * benchdeck's own reports also carry, under ``scenario.load.native.config.benchdeck``, the
   conditions and figures the schema has no field for (seed, warmup, achieved concurrency,
   ...): read back, so an export imports as the run it came from.
@@ -204,7 +204,10 @@ def _engine(tool: str) -> str:
     return "other"
 
 
-def stack_facts(report: Mapping[str, Any]) -> dict[str, Any]:
+def stack_facts(report: Mapping[str, Any], complete_args: bool = False) -> dict[str, Any]:
+    """The engine component's facts.  Its native args become the run's server args only when
+    the report says they are the whole set the run had (benchdeck's own export of a run whose
+    flags it knows): a flag absent from them is then at its default, not unknown."""
     engines = [c for c in _get(report, "scenario", "stack") or []
                if _get(c, "standardized", "kind") == "inference_engine"]
     if len(engines) != 1:
@@ -218,9 +221,16 @@ def stack_facts(report: Mapping[str, Any]) -> dict[str, Any]:
         "gpu_type": gpu_type(accelerator["model"]) if accelerator.get("model") else None,
         "gpu_count": accelerator.get("count") or None,
     }
-    if engine in SGLANG_TOOLS and native.get("args"):
+    if engine in SGLANG_TOOLS and native.get("args") and complete_args:
         facts["server_args"] = {str(k).lstrip("-"): v for k, v in native["args"].items()}
     return {k: v for k, v in facts.items() if v is not None}
+
+
+def _config_model(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The model AIPerf's own configuration names (llm-d's AIPerf converter keeps it as the
+    native config, without a stack), when it names one."""
+    names = _get(report, "scenario", "load", "native", "config", "endpoint", "model_names")
+    return {"model": names[0]} if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str) else {}
 
 
 # -- one report ------------------------------------------------------------------------------
@@ -242,7 +252,8 @@ def point_from_report(report: Any, index: int) -> ImportedPoint | LineProblem:
     metrics = report_metrics(report, tool, native)
     if metrics["completed"] == 0:  # None: the report does not count requests (a published figure)
         return LineProblem(index, "all_failed")
-    facts = {**stack_facts(report), "client": f"{tool or '?'} (llm-d report v{report.get('version') or '0.2'})"}
+    facts = {**_config_model(report), **stack_facts(report, bool(native.get("server_args_complete"))),
+             "client": f"{tool or '?'} (llm-d report v{report.get('version') or '0.2'})"}
     if native.get("run_uid"):
         facts["experiment_id"] = native["run_uid"]
     return ImportedPoint(line=index, metrics=metrics, conditions=conditions, unknown=unknown,

@@ -134,6 +134,8 @@ def _native(row: Mapping[str, Any], verdict: list[str], lang: str) -> dict[str, 
     return {
         "run_uid": f"benchdeck-run-{int(row['run_id'])}", "run_name": _value(row.get("run_name")),
         "source": _value(row.get("source")), "conditions": conditions,
+        # The stack's args are every flag the run set, absent ones at their defaults (as benchdeck knows them).
+        "server_args_complete": bool(_value(row.get("server_args_known"))),
         "metrics": {"requested": _value(row.get("requested")),
                     "achieved_concurrency": _value(row.get("achieved_concurrency"))},
         "metric_definitions": {aspect: _definition(harness, aspect, lang) for aspect in definitions.ASPECTS},
