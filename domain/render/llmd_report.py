@@ -111,7 +111,7 @@ def _stack(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{
         "metadata": {"schema_version": "0.0.1", "label": "engine-0", "cfg_id": _digest(args)},
         "standardized": {
-            "kind": "inference_engine", "tool": _value(row.get("engine")) or "unknown",
+            "kind": "inference_engine", "tool": _engine_tool(row),
             "tool_version": _value(row.get("engine_version")) or "", "role": "replica", "replicas": 1,
             "model": {"name": str(model)},
             "accelerator": {"model": _value(row.get("gpu_type")) or "unknown",
@@ -119,6 +119,13 @@ def _stack(row: Mapping[str, Any]) -> list[dict[str, Any]]:
         },
         "native": {"args": {f"--{flag}": value for flag, value in args.items()}},
     }]
+
+
+def _engine_tool(row: Mapping[str, Any]) -> str:
+    """The engine as a report names it: benchdeck's SGLang emulator is ``emulator`` (what the
+    importer reads as emulated: its output never passes as a measurement)."""
+    engine = _value(row.get("engine")) or "unknown"
+    return "emulator" if engine == "sglang" and _value(row.get("source")) == "emulated" else str(engine)
 
 
 def _digest(value: Any) -> str:
