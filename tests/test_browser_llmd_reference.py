@@ -47,7 +47,7 @@ def test_tpot_definitions_and_a_pinned_reference_on_the_compare_page(store: Stor
         [other] = [r.id for r in store.list_runs() if r.id != base]
         _shot(page, "llmd-import-en")
         page.goto(f"{url}/compare?baseline={base}&runs={other}&lang=en")
-        verdict = page.get_by_text(re.compile(rf"run #{other} vs baseline #{base}: "))
+        verdict = page.get_by_text(re.compile(rf"^#{other} vs #{base} \(baseline\): "))
         expect(verdict).to_contain_text(TPOT_EN, timeout=60_000)
         page.get_by_text("Reference point (a published measurement)").click()
         combo = page.get_by_role("combobox", name="Row of the measured table")
@@ -61,12 +61,12 @@ def test_tpot_definitions_and_a_pinned_reference_on_the_compare_page(store: Stor
         # Its conditions checked like any run's: the GPUs the row used, its engine version, its harness.
         expect(pinned).to_contain_text("GPU count: 8 → 4")
         expect(pinned).to_contain_text("engine version: 0.5.23 → 0.5.6.post2")
-        expect(page.get_by_text(re.compile(rf"run #{ref} vs baseline #{base}: "))).to_be_visible()
+        expect(page.get_by_text(re.compile(rf"^#{ref} vs #{base} \(baseline\): "))).to_be_visible()
         assert f"runs={other}%2C{ref}" in page.url or f"runs={other},{ref}" in page.url
         page.wait_for_timeout(2000)
         _shot(page, "llmd-reference-compare-en")
         page.goto(f"{url}/compare?baseline={base}&runs={other},{ref}&lang=ja")
-        verdict_ja = page.get_by_text(re.compile(rf"#{other}\(ベースライン #{base} との比較\): "))
+        verdict_ja = page.get_by_text(re.compile(rf"^#{other} 対 #{base}"))
         expect(verdict_ja).to_contain_text(TPOT_JA, timeout=60_000)
         pinned_ja = page.get_by_text(re.compile(rf"参照点 #{ref} とベースライン #{base}: "))
         expect(pinned_ja).to_contain_text("GPU 数: 8 → 4")
