@@ -10,7 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from db import Store
 from tests.conftest import ROOT
@@ -32,6 +33,21 @@ def _shot(page: Page, name: str) -> None:
         shutil.copy(path, SHOTS / path.name)
 
 
+def _choose_row(page: Page, combo: Locator) -> None:
+    """Open the rows' list once the page is idle (a rerun still drawing the page replaces the
+    widget and closes a list opened during it), then click the row; retried a few times."""
+    for _ in range(4):
+        expect(page.get_by_test_id("stStatusWidget")).to_be_hidden(timeout=60_000)
+        combo.evaluate("box => box.scrollIntoView({block: 'center'})")
+        combo.click()
+        try:
+            page.get_by_role("option").filter(has_text=ROW).first.click(timeout=10_000)
+            return
+        except PlaywrightTimeoutError:
+            page.keyboard.press("Escape")
+    raise AssertionError("the reference row could not be chosen")
+
+
 def test_tpot_definitions_and_a_pinned_reference_on_the_compare_page(store: Store, env: dict[str, str],
                                                                       browser_page: Page) -> None:
     page = browser_page
@@ -50,10 +66,7 @@ def test_tpot_definitions_and_a_pinned_reference_on_the_compare_page(store: Stor
         verdict = page.get_by_text(re.compile(rf"^#{other} vs #{base} \(baseline\): "))
         expect(verdict).to_contain_text(TPOT_EN, timeout=60_000)
         page.get_by_text("Reference point (a published measurement)").click()
-        combo = page.get_by_role("combobox", name="Row of the measured table")
-        expect(page.get_by_test_id("stStatusWidget")).to_be_hidden(timeout=60_000)
-        combo.click()
-        page.get_by_role("option").filter(has_text=ROW).first.click()
+        _choose_row(page, page.get_by_role("combobox", name="Row of the measured table"))
         page.get_by_role("button", name="Pin as reference").click()
         pinned = page.get_by_text(re.compile(rf"Reference #\d+ against baseline #{base}: "))
         expect(pinned).to_be_visible(timeout=60_000)
