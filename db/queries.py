@@ -84,7 +84,9 @@ SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted
        c.engine, c.emulated, c.engine_version, c.model, c.gpu_type, c.gpu_count,
        a.id AS attempt_id, a.attempt_no, a.status AS attempt_status, a.failure_kind, a.message,
        a.current_point, a.claimed_at AS started_at, a.runner_id,
-       coalesce(d.points_done, 0) AS points_done, d.mean_point_s
+       -- an import has no attempt: its points are all it has
+       coalesce(d.points_done, CASE WHEN a.id IS NULL THEN (SELECT count(*) FROM sweep_points p WHERE p.run_id = r.id)
+                END, 0) AS points_done, d.mean_point_s
 FROM top r
 JOIN configurations c ON c.id = r.configuration_id
 LEFT JOIN latest a ON a.run_id = r.id

@@ -130,3 +130,10 @@ def test_filling_in_later_makes_a_new_linked_configuration(store: Store) -> None
     assert after.model == before.model == "Qwen/Qwen3-30B-A3B"  # a known fact is not overwritten
     [entry] = [e for e in store.audit_entries(reader=admin()) if e.action == "fill_in"]
     assert entry.actor == "alice" and before.configuration_id in entry.details
+
+
+def test_an_imported_run_lists_its_real_point_count(store: Store) -> None:
+    """An import has no attempt: the runs list counted its points as 0 of N."""
+    import_file(store, FIXTURES / "sglang-0.4.6.post5.jsonl", ImportConditions(), actor=operator("t"))
+    [run] = store.list_runs()
+    assert run.points_done == run.total_points > 0
