@@ -23,7 +23,8 @@ from db import Store
 from tests.support.app_server import ARTIFACTS, running_app, screenshot
 from tests.support.runner_harness import runner_env, start_runner, wait_for
 
-pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow]
+# Two emulated sweeps and two page loads: about three minutes alone, past the suite's 300 s on a loaded host.
+pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
 MOST_CLICKS = 12
 
