@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from pydantic import ValidationError
 
 from domain.core.access import startup_refusal
 from domain.core.settings import Settings
+from domain.plan.local_models import missing_files, models_under
 from runner import host
 from runner.doctor import Finding, Status
 from runner.env_file_check import disagreements
@@ -143,11 +143,9 @@ def _bench_client_finding(python: Path) -> Finding:
 
 
 # --- model directories ------------------------------------------------------------------
-ModelLister = Callable[[Path], list[dict[str, Any]]]
-
-
-def model_dir_findings(settings: Settings, describe: ModelLister | None = None) -> list[Finding]:
-    """Each BENCHDECK_MODEL_DIRS entry readable, with the models found under it."""
+def model_dir_findings(settings: Settings) -> list[Finding]:
+    """Each BENCHDECK_MODEL_DIRS entry readable, with the models found under it (their
+    config.json facts); a model lacking a shard, its config or its tokenizer fails."""
     if not settings.model_dirs:
         return [Finding("models", "dirs", "warn", "model_dirs_none")]
     found = []
@@ -155,10 +153,18 @@ def model_dir_findings(settings: Settings, describe: ModelLister | None = None) 
         if not directory.is_dir() or not os.access(directory, os.R_OK | os.X_OK):
             found.append(Finding("models", str(directory), "fail", "model_dir_unreadable", {"path": directory}))
             continue
-        models = describe(directory) if describe is not None else []
+        models = models_under(directory)
         found.append(Finding("models", str(directory), "ok", "model_dir_ok", {"path": directory, "n": len(models)},
-                             {"models": models}))
+                             {"models": [m.as_row() for m in models]}))
+        found += [_model_files_finding(model.name, model.path) for model in models]
     return found
+
+
+def _model_files_finding(name: str, path: Path) -> Finding:
+    missing = missing_files(path)
+    if missing:
+        return Finding("models", name, "fail", "model_files_missing", {"path": path, "files": ", ".join(missing)})
+    return Finding("models", name, "ok", "model_files_ok", {"path": path})
 
 
 # --- ports, disks, files ----------------------------------------------------------------

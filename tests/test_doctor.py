@@ -131,3 +131,17 @@ def test_auth_that_would_stop_the_app_or_admit_nobody_fails() -> None:
     assert [f.status for f in nobody] == ["ok", "fail"] and "nobody" in nobody[1].message("en")
     team = auth_findings(Settings(auth_mode="proxy", trusted_proxies=["127.0.0.1"], operators=["@example.com"]))
     assert [f.status for f in team] == ["ok", "ok"]
+
+
+def test_the_models_found_are_listed_and_a_missing_shard_fails(tmp_path: Path) -> None:
+    from runner.doctor_checks import model_dir_findings
+    from tests.support.hf_cache import SHARDS, make_hf_cache, remove_shard
+
+    snapshot = make_hf_cache(tmp_path / "hub")
+    listed, files = model_dir_findings(Settings(model_dirs=[tmp_path / "hub"]))
+    assert listed.facts["models"][0]["architecture"] == "Qwen3MoeForCausalLM" and files.status == "ok"
+    remove_shard(snapshot)
+    _, files = model_dir_findings(Settings(model_dirs=[tmp_path / "hub"]))
+    assert (files.name, files.status) == ("Qwen/Qwen3-30B-A3B", "fail") and SHARDS[1] in files.message("en")
+    [missing] = model_dir_findings(Settings(model_dirs=[tmp_path / "nowhere"]))
+    assert missing.status == "fail" and "missing or unreadable" in missing.message("en")
