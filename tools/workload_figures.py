@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -49,8 +50,9 @@ def submit(env: dict[str, str], out: Path, data: dict[str, Any]) -> int:
 
 
 def conversations(path: Path, count: int, turns: int, words: int) -> Path:
+    """Each message its own seeded draw of words, so no two conversations share a prefix."""
     chats = [[{"messages": [{"role": "user", "content": " ".join(
-        WORDS[(c * 7 + t * 3 + w) % len(WORDS)] for w in range(words))}]} for t in range(turns)]
+        random.Random(c * 1000 + t).choices(WORDS, k=words))}]} for t in range(turns)]  # noqa: S311 - text
         for c in range(count)]
     path.write_text(json.dumps({"conversations": chats}), encoding="utf-8")
     return path
@@ -81,7 +83,8 @@ def figures(only: set[str], out: Path) -> dict[str, list[dict[str, Any]]]:
                                  "concurrency": [32], "num_prompts": 48, "warmup": 4,
                                  "request_rates": [1, 2, 4, 8, 16]}),
                   plan("concurrency", {"scenarios": [{"name": "chat", "input_len": 512, "output_len": 256}],
-                                       "concurrency": [1, 2, 4, 8, 16, 32], "num_prompts": "4x", "warmup": "1x"})],
+                                       "concurrency": [1, 2, 4, 8, 16, 32, 64, 128], "num_prompts": "2x",
+                                       "warmup": "1x"})],
         "chat": [plan("chat-cache-on", {"concurrency": [8], "warmup": 1, "num_prompts": 50,
                                         "workload": {"kind": "multi-turn", "path": str(chats), "output_len": 64}}),
                  plan("chat-cache-off", {"concurrency": [8], "warmup": 1, "num_prompts": 50,
@@ -95,7 +98,7 @@ def figures(only: set[str], out: Path) -> dict[str, list[dict[str, Any]]]:
 
 def export(env: dict[str, str], out: Path, run_ids: list[int]) -> list[str]:
     done = runner(env, "export", "--baseline", str(run_ids[0]), "--runs", *map(str, run_ids[1:]),
-                  "--format", "csv", "md", "--out", str(out / "exports"))
+                  "--format", "csv", "--format", "md", "--out", str(out / "exports"))
     return done.stdout.split()
 
 
@@ -165,14 +168,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.workload_figures")
     parser.add_argument("--out", default=str(ROOT / "data" / "workload-figures"))
     parser.add_argument("--only", default="gsp,rates,chat,trace")
+    parser.add_argument("--shown", action="store_true",
+                        help="show the runs a previous call left in --out (same --only) without running them again")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "BENCHDECK_DB": str(out / "figures.duckdb"), "BENCHDECK_WORK_DIR": str(out / "runs"),
            "BENCHDECK_LANGUAGE": "en", "PYTHONPATH": str(ROOT)}
     plans = figures(set(args.only.split(",")), out)
-    runs = {name: [submit(env, out, data) for data in group] for name, group in plans.items()}
-    runner(env, "work", "--burst")
+    if args.shown:  # submitted in this order by the earlier call: run ids 1, 2, ...
+        ids = iter(range(1, 1 + sum(len(group) for group in plans.values())))
+        runs = {name: [next(ids) for _ in group] for name, group in plans.items()}
+    else:
+        runs = {name: [submit(env, out, data) for data in group] for name, group in plans.items()}
+        runner(env, "work", "--burst")
     os.environ.update(BENCHDECK_DB=env["BENCHDECK_DB"])
     from db import Store
     from domain.results.frames import points_frame
