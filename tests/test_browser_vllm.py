@@ -105,7 +105,7 @@ def test_the_runner_launched_and_read_the_emulated_vllm_as_vllm(vllm_app: Measur
     comparison = build_comparison(frame, sglang, [vllm], "en", intended_to_differ=frozenset({"engine"}))
     [verdict] = comparison.verdict_lines
     # Comparable with the engine under test: its version and the backend its API needs follow it.
-    assert verdict.startswith("run #2 vs baseline #1: comparable — under test: engine: emulator → vllm-emulator")
+    assert verdict.startswith("run #2 vs baseline #1: comparable — under test: engine: sglang → vllm")
     assert "backend: sglang-oai → vllm" in verdict
     assert "#2: --mem-fraction-static ↔ --gpu-memory-utilization: 0.85 → 0.9" in comparison.changed_lines[0]
     # The exports carry the engine in the verdict, first (CSV '# ' lines, Markdown's first lines).
@@ -148,7 +148,7 @@ def test_sglang_and_vllm_side_by_side_with_the_engine_under_test(vllm_app, brows
     verdict = page.get_by_test_id("stAlert").first
     under_test = t("compare.summary.intended", lang, fields="").strip()
     expect(verdict).to_contain_text(under_test)
-    expect(verdict).to_contain_text("emulator → vllm-emulator")
+    expect(verdict).to_contain_text("sglang → vllm")
     # Both runs, side by side in the tables.
     expect(page.get_by_text(SGLANG_NAME).first).to_be_attached()
     expect(page.get_by_text(VLLM_NAME).first).to_be_attached()

@@ -222,7 +222,8 @@ def test_emulator_output_stays_emulated_when_imported(env: dict[str, str], fixtu
     [plain] = imported(env, fixtures / OLD)
     store = Store(db_path)
     assert [store.get_run(r).source for r in [*new, *stated, plain]] == ["emulated"] * 3 + ["imported"]
-    assert store.get_run(new[0]).engine == "emulator" and store.get_run(new[0]).plan == "{}"
+    run = store.get_run(new[0])
+    assert (run.engine, run.emulated, run.plan) == ("sglang", True, "{}")  # stored as family + emulated
     rows = status_rows(env)
     assert "emulated (imported)" in rows[new[0]] and "emulated (imported)" in rows[stated[0]]
     assert "emulated" not in rows[plain]

@@ -109,7 +109,8 @@ def test_a_kept_cold_point_is_the_baseline_and_super_linear_is_badged(
 
 def test_the_records_say_they_came_from_a_cold_emulator(imported: tuple[ImportResult, pd.DataFrame]) -> None:
     result, frame = imported
-    assert set(frame["engine"]) == {"emulator"}  # from the records' server_info ("emulated": true)
+    # From the records' server_info ("emulated": true): SGLang, emulated.
+    assert set(frame["engine"]) == {"sglang"} and set(frame["source"]) == {"emulated"}
     [run] = result.preview.runs
     assert all(p.server is not None and p.server.emulated for p in run.points)
     manifest = json.loads((FIXTURE_DIR / "manifest.json").read_text(encoding="utf-8"))

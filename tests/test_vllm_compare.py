@@ -16,8 +16,8 @@ VLLM = {"max-num-seqs": 16, "gpu-memory-utilization": 0.9, "max-num-batched-toke
 
 
 def _pair() -> pd.DataFrame:
-    return frame(*(point(1, c, engine="emulator", server_args=SGLANG) for c in (1, 2)),
-                 *(point(2, c, engine="vllm-emulator", engine_version="0.33.0", server_args=VLLM) for c in (1, 2)))
+    return frame(*(point(1, c, engine="sglang", server_args=SGLANG) for c in (1, 2)),
+                 *(point(2, c, engine="vllm", engine_version="0.33.0", server_args=VLLM) for c in (1, 2)))
 
 
 def test_the_flag_diff_lines_the_two_engines_up_knob_by_knob() -> None:
@@ -57,8 +57,8 @@ def test_the_engine_differs_as_a_condition_until_marked_as_under_test() -> None:
     # The engine's version and (SGLang vs vLLM) the client backend its API needs follow the engine.
     assert marked.loc[2, "verdict"] == "comparable"
     assert {"engine", "engine_version"} <= set(marked.loc[2, "intended"])
-    other_backend = frame(*(point(1, c, engine="emulator", backend="sglang-oai") for c in (1, 2)),
-                          *(point(2, c, engine="vllm-emulator", engine_version="0.33.0", backend="vllm")
+    other_backend = frame(*(point(1, c, engine="sglang", backend="sglang-oai") for c in (1, 2)),
+                          *(point(2, c, engine="vllm", engine_version="0.33.0", backend="vllm")
                             for c in (1, 2)))
     matrix = comparability_matrix(other_backend, 1, [1, 2], frozenset({"engine"}))
     assert comparability_summary(matrix).set_index("run_id").loc[2, "verdict"] == "comparable"
