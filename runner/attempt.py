@@ -719,20 +719,32 @@ class AttemptExecution:
         held = self._check_gpu_memory()
         return problems + ([held] if held else [])
 
+    def _held_gpu_memory(self, baseline: dict[str, float]) -> list[str]:
+        now = host.gpu_memory_by_gpu(self.nvml, self.ctx.gpus) or {}
+        return [f"{uuid} {gb:.1f} GB, baseline {baseline[uuid]:.1f} GB" for uuid, gb in now.items()
+                if uuid in baseline and gb > baseline[uuid] + GPU_MEMORY_TOLERANCE_GB]
+
     def _check_gpu_memory(self) -> str | None:
         """Each of the run's GPUs back to what was in use before launch; other GPUs are other
-        runs'.  A GPU still holding memory marks the host unhealthy; the reason is returned."""
+        runs'.  The driver frees a killed server's memory a moment after its processes are
+        gone, so the check waits up to BENCHDECK_GPU_SETTLE_S for it; a GPU still holding
+        memory then marks the host unhealthy; the reason is returned."""
         baseline = self.ctx.baseline_gpu_gb
-        now = host.gpu_memory_by_gpu(self.nvml, self.ctx.gpus)
-        if baseline is None or now is None:
+        if baseline is None:
             return None
-        held = [f"{uuid} {gb:.1f} GB, baseline {baseline[uuid]:.1f} GB" for uuid, gb in now.items()
-                if uuid in baseline and gb > baseline[uuid] + GPU_MEMORY_TOLERANCE_GB]
+        deadline = time.monotonic() + self.settings.gpu_settle_s
+        held = self._held_gpu_memory(baseline)
+        while held and time.monotonic() < deadline:
+            time.sleep(GPU_SETTLE_POLL_S)
+            held = self._held_gpu_memory(baseline)
         if not held:
             return None
-        reason = f"GPU memory after teardown: {'; '.join(held)}"
+        reason = f"GPU memory after teardown (waited {self.settings.gpu_settle_s:g} s): {'; '.join(held)}"
         self.host_state.mark_unhealthy(reason)
         return reason
+
+
+GPU_SETTLE_POLL_S = 0.5
 
 
 def launch_environment(plan: RunPlan, base: dict[str, str]) -> dict[str, str]:

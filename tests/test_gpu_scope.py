@@ -261,8 +261,30 @@ def test_teardown_checks_each_of_the_runs_gpus_against_its_own_baseline(tmp_path
     execution._check_gpu_memory()
     assert unhealthy == []
     fake.gpus[0].used_gb = 12.0  # ours: a server that did not give its memory back
+    ctx.settings = ctx.settings.model_copy(update={"gpu_settle_s": 0.6})
     execution._check_gpu_memory()
     assert len(unhealthy) == 1 and fake.gpus[0].uuid in unhealthy[0] and fake.gpus[1].uuid not in unhealthy[0]
+    assert "waited 0.6 s" in unhealthy[0]
+
+
+def test_teardown_gives_the_memory_a_bounded_time_to_come_back(tmp_path: Path) -> None:
+    """The driver frees a killed server's memory a moment later: within the settle time the
+    host stays healthy; the wait ends as soon as the memory is back."""
+    import threading
+    import time
+
+    fake = h200_host(1)
+    unhealthy: list[str] = []
+    execution = _execution(tmp_path, fake, small_plan(engine="sglang"), unhealthy)
+    ctx = execution.ctx
+    ctx.settings = ctx.settings.model_copy(update={"gpu_settle_s": 10.0})
+    ctx.gpus = execution._run_gpus()
+    ctx.baseline_gpu_gb = host.gpu_memory_by_gpu(execution.nvml, ctx.gpus)
+    fake.gpus[0].used_gb = 40.0
+    threading.Timer(0.7, lambda: setattr(fake.gpus[0], "used_gb", 0.5)).start()
+    started = time.monotonic()
+    assert execution._check_gpu_memory() is None and unhealthy == []
+    assert time.monotonic() - started < 5
 
 
 # --- the daemon's pre-flight --------------------------------------------------------------------------

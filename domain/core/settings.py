@@ -146,6 +146,9 @@ class Settings(BaseSettings):
         description="bench_serving client: one warm process per sweep (auto falls back to one per point "
         "for clients that cannot be driven in-process).",
     )
+    gpu_settle_s: float = Field(
+        default=15.0, ge=0, description="After a teardown, how long the run's GPUs may take to give their memory "
+        "back before the host is marked unhealthy.")
     gpu_idle_memory_gb: float = Field(
         default=2.0, ge=0,
         description="GPU memory in use (per GPU) above which an idle GPU counts as used by a foreign process.",
