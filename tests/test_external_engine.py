@@ -194,5 +194,5 @@ def test_an_external_server_is_benchmarked_without_being_started_or_stopped(
     comparison = build_comparison(frame, emulated, [external], "en", intended_to_differ=frozenset({"engine"}))
     [verdict] = comparison.verdict_lines
     # The engine is the difference under test; the emulated figures stay apart from measured ones.
-    assert "under test: engine: emulator → external" in verdict, verdict
+    assert "under test: engine: sglang → external" in verdict, verdict
     assert "source (measured / emulated / imported): emulated → measured" in verdict
