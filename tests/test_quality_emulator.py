@@ -137,3 +137,19 @@ def test_speculative_acceptance_depends_on_the_prompts_and_can_be_pinned(
     args = [*MODEL, "--emulate-tokenizer-dir", str(tokenizer_dir), *CONFIGS["spec"]]
     with running_emulator(args, tmp_path / "pinned.log", env={"SGLANG_SIMULATE_ACC_LEN": "2"}) as pinned:
         assert accept_length(pinned.base_url, text) == pytest.approx(2.0, abs=0.1)
+
+
+def test_vllm_emulator_returns_openai_logprobs(tokenizer_dir: Path, tmp_path: Path) -> None:
+    args = ["--emulate-engine", "vllm", "--model", "Qwen/Qwen3-30B-A3B", "--emulate-startup-s", "0.3",
+            "--kv-cache-dtype", "fp8", "--emulate-tokenizer-dir", str(tokenizer_dir)]
+    with running_emulator(args, tmp_path / "vllm.log") as vllm:
+        body = {"model": "Qwen/Qwen3-30B-A3B", "prompt": [11, 12, 13], "max_tokens": 6, "ignore_eos": True,
+                "temperature": 0, "logprobs": 1}
+        choice = requests.post(vllm.base_url + "/v1/completions", json=body, timeout=30).json()["choices"][0]
+        logprobs = choice["logprobs"]
+        assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == len(logprobs["text_offset"]) == 6
+        assert "".join(logprobs["tokens"]) == choice["text"] and all(lp <= 0 for lp in logprobs["token_logprobs"])
+        chat = {"model": "Qwen/Qwen3-30B-A3B", "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+                "max_tokens": 8, "temperature": 0, "logprobs": True}
+        message = requests.post(vllm.base_url + "/v1/chat/completions", json=chat, timeout=30).json()["choices"][0]
+        assert message["logprobs"]["content"] and message["message"]["content"].strip().lstrip("-").isdigit()
