@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from domain.compare import comparability
+from domain.compare import comparability, config_diff
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
 from pages.parts.common import current_language
@@ -87,6 +87,6 @@ if selection is not None:
         st.dataframe(table.style.map(_cell_style), width="stretch", height=min(900, 38 + 35 * len(table)))
         st.caption(t("compare_page.fatal_legend", lang))
         st.subheader(t("checklist.risk", lang))
-        st.dataframe(risk_table(comparability.risk_columns(result.frame)), hide_index=True, width="stretch")
+        st.dataframe(risk_table(config_diff.risk_columns(result.frame)), hide_index=True, width="stretch")
         st.page_link("pages/compare.py", label=t("checklist.to_compare", lang), icon=":material/compare_arrows:",
                      query_params=dict(st.query_params))

@@ -23,7 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from db.scaling_gap_inputs import explained_gaps
-from domain.compare import comparability
+from domain.compare import config_diff, cross_engine
 from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
@@ -94,11 +94,11 @@ def config_diff_section(c: Comparison) -> None:
     # full list is computed here, when asked for.
     diff = c.flag_diff if not show_all else derived(
         c, ("config_diff", show_all),
-        lambda: comparability.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all))
+        lambda: config_diff.config_diff(c.frame, c.baseline_run_id, c.run_ids, show_all=show_all))
     if diff.empty:
         st.caption(t("compare.no_flag_diff", lang))
     else:
-        cross_engine = diff["counterpart"].notna().any()
+        across_engines = diff["counterpart"].notna().any()
         layers = risk_layers()
         diff = diff.assign(
             run_id=[f"#{r}" for r in diff["run_id"]],
@@ -112,11 +112,11 @@ def config_diff_section(c: Comparison) -> None:
             "baseline_value": t("compare.diff.baseline", lang), "value": t("compare.diff.value", lang),
             "differs": t("compare.diff.differs", lang), "layer": t("compare.diff.layer", lang),
             "risk": t("compare.diff.risk", lang), "counterpart": t("compare.diff.counterpart", lang)})
-        if not cross_engine:  # runs of one engine: every flag is its own row, no counterpart to name
+        if not across_engines:  # runs of one engine: every flag is its own row, no counterpart to name
             diff = diff.drop(columns=[t("compare.diff.counterpart", lang)])
         st.dataframe(diff, hide_index=True, width="stretch")
     notes = derived(c, "cross_engine_notes",
-                    lambda: comparability.cross_engine_notes(c.frame, c.baseline_run_id, c.run_ids, lang))
+                    lambda: cross_engine.cross_engine_notes(c.frame, c.baseline_run_id, c.run_ids, lang))
     if notes:
         st.caption(t("compare.knob.heading", lang))
         st.markdown("\n".join(f"- {md(line)}" for line in notes))

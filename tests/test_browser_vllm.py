@@ -22,8 +22,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from db import Store
-from domain.compare.comparability import config_diff, cross_engine_notes
 from domain.compare.comparison import build_comparison
+from domain.compare.config_diff import config_diff
+from domain.compare.cross_engine import cross_engine_notes
 from domain.core.i18n import t
 from domain.flags.dialects.vllm import newest_vllm_version
 from domain.flags.knobs import knobs

@@ -18,15 +18,14 @@ from domain.compare.comparability import (
     comparability_matrix,
     comparability_summary,
     condition_label,
-    config_diff,
     intended_choices,
     is_condition_name,
     key_summary,
-    risk_columns,
     state_text,
     summary_line,
 )
 from domain.compare.comparison import align_scenarios, build_comparison
+from domain.compare.config_diff import config_diff, risk_columns
 from domain.core.i18n import catalogue
 from domain.results import definitions
 from tests.test_analysis import frame, point

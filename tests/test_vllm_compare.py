@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from domain.compare.comparability import comparability_matrix, comparability_summary, config_diff, cross_engine_notes
+from domain.compare.comparability import comparability_matrix, comparability_summary
+from domain.compare.config_diff import config_diff
+from domain.compare.cross_engine import cross_engine_notes
 from domain.core.i18n import catalogue
 from tests.test_analysis import frame, point
 

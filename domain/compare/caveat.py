@@ -44,7 +44,7 @@ def caveat_lines(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[in
 def changed_lines(flag_diff: pd.DataFrame, checklist: pd.DataFrame, baseline_run_id: int, lang: str) -> list[str]:
     """Per compared run: each server flag that differs ("#2: --max-running-requests: 64 → 128
     (layer: …, risk: …)"), or a line saying none does, then the conditions marked as under
-    test with both values.  ``flag_diff`` is :func:`comparability.config_diff`, ``checklist``
+    test with both values.  ``flag_diff`` is :func:`config_diff.config_diff`, ``checklist``
     :func:`comparability.comparability_summary`."""
     lines: list[str] = []
     for row in checklist.to_dict("records"):

@@ -33,25 +33,31 @@ Every other difference leaves the run "comparable except: …".  Any other ``unk
 never fatal (we cannot claim the runs differ) but is always listed, so it cannot pass as a
 match.  The user marks a condition as the thing under test with its name (``intended``).
 
-Also here: :func:`risk_columns` (each run's highest rule-risk layer and broken contest
-rules, from :mod:`domain.flags.risk`) and :func:`config_diff` (the flags that differ).
+Beside it in this package: a run's flag set as the key reads it (:mod:`flag_sets`), the
+value normal form (:mod:`values`), the risk columns and the flag diff (:mod:`config_diff`) and
+an SGLang run read knob by knob against a vLLM run (:mod:`cross_engine`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import pandas as pd
 
+from domain.compare.flag_sets import (
+    FlagSet,
+    condition_flag,
+    flag_condition,
+    point_flags,
+    run_flags,
+    verdict_flags,
+)
+from domain.compare.values import MISSING_TEXT, display, hashable, is_vllm, normalise, rows_of
 from domain.core.i18n import t
-from domain.flags.dialects.vllm import classify_vllm_flag
-from domain.flags.knobs import KnobRow, align_args
-from domain.flags.risk import DEFAULT_PROFILE, RiskLayer, assess_risk, classify_flag
-from domain.flags.schema import Schema, SchemaError, known_versions, load_schema, newest_version
+from domain.flags.risk import classify_flag
 from domain.results import definitions
 
 State = Literal["match", "differ", "unknown", "intended"]
@@ -107,60 +113,15 @@ FATAL_CONDITIONS = frozenset({"model", "dtype", "gpu_type", "engine", "input_len
 # Fatal also when known on one side only (still shown as unknown): see the module docstring.
 FATAL_WHEN_ONE_SIDED = frozenset({"gpu_type"})
 
-# The flag conditions: every flag of these layers that either run sets.  All three are
-# 'high' in risk_layers.yaml and are the layers issue #15 names; `model_change` is high too
-# but its flags that change the measured model are conditions already (load_format,
-# model_revision) and the rest is loader plumbing (download-dir, weight loaders).
-VERDICT_LAYERS = ("quantization", "speculative", "experimental")
-# --dtype and --quantization are the `dtype` condition ("dtype / quantization") already.
-CONDITION_FLAGS = frozenset({"dtype", "quantization"})
-FLAG_PREFIX = "flag:"
 FLAG_FAMILY = "flags"
-# A flag absent from a run whose flag set is known, and whose schema default is None.
-UNSET_TEXT = "unset"
 
 # ``fatal`` in the matrix: whether the row, as it stands, makes the run not comparable (a
 # fatal condition that differs, a one-sided unknown GPU, no common point at all).
 MATRIX_COLUMNS = ("run_id", "family", "condition", "level", "fatal", "state", "baseline_value", "value")
 SUMMARY_COLUMNS = ("run_id", "verdict", "fatal", "differing", "unknown", "intended", "values")
-RISK_COLUMNS = ("run_id", "risk_version", "highest_risk", "broken_rules", "unclassified_flags", "notes")
-# counterpart: None between runs of one engine; between an SGLang and a vLLM run each row is
-# a knob (domain/flags/knobs.py): "equivalent" (the same setting), "closest" (the nearest
-# setting, not the same: the knob's note says how) or "none" (one engine only).
-DIFF_COLUMNS = ("run_id", "flag", "baseline_value", "value", "differs", "layer", "risk", "counterpart")
-
-MISSING_TEXT = "?"
 
 
 # -- values ------------------------------------------------------------------------------------
-
-
-def normalise(value: object) -> object:
-    """One spelling per value, so 128 == 128.0 and 'inf' == inf; None for anything unknown."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, str):
-        return math.inf if value.strip().lower() in ("inf", "+inf", "infinity") else value
-    if isinstance(value, int | float) or hasattr(value, "__float__"):
-        number = float(value)
-        if math.isnan(number):
-            return None
-        return int(number) if number.is_integer() else number
-    return value
-
-
-def display(value: object) -> str:
-    """A value as the checklist shows it; '?' for unknown."""
-    value = normalise(value)
-    if value is None:
-        return MISSING_TEXT
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return str(value)
 
 
 def comparability_key(point: Mapping[str, Any]) -> dict[str, dict[str, object]]:
@@ -228,7 +189,7 @@ def run_view(rows: pd.DataFrame) -> RunView:
     for scenario, conc, *values in zip(rows["scenario"], rows["concurrency"], *columns, strict=True):
         sets = point_values.setdefault((scenario, normalise(conc)), {name: set() for name in POINT_LEVEL})
         for name, value in zip(POINT_LEVEL, values, strict=True):
-            sets[name].add(_hashable(normalise(value)))
+            sets[name].add(hashable(normalise(value)))
     return RunView(run_values, {p: {n: frozenset(v) for n, v in sets.items()} for p, sets in point_values.items()})
 
 
@@ -242,19 +203,11 @@ def _run_value(rows: pd.DataFrame, column: str) -> object:
     """A run-level value: the same on every row; several distinct values are joined."""
     if column not in rows.columns:
         return None
-    values = {_hashable(normalise(v)) for v in rows[column]}
+    values = {hashable(normalise(v)) for v in rows[column]}
     if len(values) == 1:
         return next(iter(values))
     known = sorted(display(v) for v in values if v is not None)
     return None if None in values else " | ".join(known)
-
-
-def _hashable(value: object) -> Hashable:
-    if isinstance(value, dict):
-        return tuple(sorted(value.items()))
-    if isinstance(value, list):
-        return tuple(value)
-    return value
 
 
 def _compare_point_condition(base: RunView, other: RunView, column: str) -> tuple[State, str, str]:
@@ -313,7 +266,7 @@ def _is_fatal(name: str, state: State, base_text: str, other_text: str) -> bool:
 
 def _flag_row(flag: str, base: FlagSet, other: FlagSet) -> tuple[State, bool, str, str]:
     base_value, other_value = base.value(flag), other.value(flag)
-    state = _compare_values(_hashable(base_value), _hashable(other_value))
+    state = _compare_values(hashable(base_value), hashable(other_value))
     return state, state == "differ", display(base_value), display(other_value)
 
 
@@ -337,9 +290,9 @@ def comparability_matrix(
     run not comparable (it stays set on a row the user marked as intended).  For the points
     condition, ``baseline_value`` lists the points only the baseline has and ``value`` those
     only the run has."""
-    base_rows = _rows_of(frame, baseline_run_id)
+    base_rows = rows_of(frame, baseline_run_id)
     base, base_flags = run_view(base_rows), run_flags(base_rows)
-    others = {r: _rows_of(frame, r) for r in dict.fromkeys(run_ids) if r != baseline_run_id}
+    others = {r: rows_of(frame, r) for r in dict.fromkeys(run_ids) if r != baseline_run_id}
     flags = {r: run_flags(rows) for r, rows in others.items()}
     flag_names = verdict_flags([base_flags, *flags.values()])
     records = []
@@ -364,23 +317,16 @@ def _with_engine_consequences(intended: Collection[str], base_rows: pd.DataFrame
     if "engine" not in intended:
         return intended
     follows = {"engine_version"}
-    if _is_vllm(base_rows) != _is_vllm(rows):
+    if is_vllm(base_rows) != is_vllm(rows):
         follows.add("backend")
     return {*intended, *follows}
-
-
-def _rows_of(frame: pd.DataFrame, run_id: int) -> pd.DataFrame:
-    rows = frame[frame["run_id"] == run_id]
-    if rows.empty:
-        raise KeyError(f"run {run_id} has no points in the frame")
-    return rows
 
 
 def intended_choices(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int]) -> list[str]:
     """The condition names a user can mark as the thing under test for these runs: the fixed
     conditions, then the flag conditions of their high-risk flags."""
     runs = [r for r in dict.fromkeys([baseline_run_id, *run_ids]) if r in set(frame["run_id"])]
-    flags = verdict_flags([run_flags(_rows_of(frame, r)) for r in runs])
+    flags = verdict_flags([run_flags(rows_of(frame, r)) for r in runs])
     return [*CONDITION_NAMES, *(flag_condition(f) for f in flags)]
 
 
@@ -500,221 +446,6 @@ def verdict_lines(checklist: pd.DataFrame, baseline_run_id: int, lang: str) -> l
 # -- server flags --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FlagSet:
-    """One run's server flags under their primary spelling, and whether an absent flag is
-    known to be at its schema default (:func:`flag_set_known`)."""
-
-    values: dict[str, object]
-    known: bool
-    schema: Schema | None
-
-    def value(self, flag: str) -> object:
-        """As the run had it: the value set, else its default (UNSET_TEXT for a None default)
-        when the flag set is known, else None (unknown)."""
-        if flag in self.values:
-            return self.values[flag]
-        if not self.known:
-            return None
-        spec = self.schema.lookup(flag) if self.schema is not None else None
-        default = normalise(spec.default) if spec is not None else None
-        return UNSET_TEXT if default is None else default
-
-
-def flag_set_known(first: Mapping[str, Any]) -> bool:
-    """Whether a run's flag set is complete, so that an absent flag is at its default.
-
-    :func:`domain.results.frames.point_row` knows it (measured and emulated runs, imports
-    that carried the server's resolved args) and fills the ``load_format`` and
-    ``model_revision`` defaults exactly then; a ``server_args_known`` column says it outright."""
-    stated = normalise(first.get("server_args_known"))
-    if stated is not None:
-        return bool(stated)
-    if first.get("source") in ("measured", "emulated"):
-        return True
-    args = first.get("server_args") or {}
-    return any(flag not in args and normalise(first.get(column)) is not None
-               for flag, column in (("load-format", "load_format"), ("revision", "model_revision")))
-
-
-def run_flags(rows: pd.DataFrame) -> FlagSet:
-    """A run's flags (its first row's ``server_args``), spelled as its schema's primary names."""
-    return point_flags(rows.iloc[0])
-
-
-def point_flags(first: Mapping[str, Any]) -> FlagSet:
-    """The flags of one row of the points frame (every row of a run carries the same).  A
-    vLLM run's flags compare as written: the SGLang schemas do not describe them."""
-    schema = None if first.get("engine") == "vllm" else _schema_or_none(first.get("engine_version"))
-    values: dict[str, object] = {}
-    for flag, raw in dict(first.get("server_args") or {}).items():
-        name, value = _canonical(str(flag), raw, schema)
-        value = normalise(value)
-        if value is not None:
-            values[name] = value
-    return FlagSet(values, flag_set_known(first), schema)
-
-
-def _canonical(flag: str, value: object, schema: Schema | None) -> tuple[str, object]:
-    """The primary spelling; ``no-x: true`` is ``x: false`` (and ``no-x: false`` says nothing)."""
-    spec = schema.lookup(flag) if schema is not None else None
-    if spec is None:
-        return flag, value
-    if spec.negated(flag):
-        return spec.primary, False if value else None
-    return spec.primary, value
-
-
-def _schema_or_none(engine_version: object) -> Schema | None:
-    try:
-        return load_schema(_schema_version(engine_version))
-    except SchemaError:  # no schema shipped at all: flags compare as written, defaults unknown
-        return None
-
-
-def verdict_flags(flag_sets: Sequence[FlagSet]) -> list[str]:
-    """The flags of :data:`VERDICT_LAYERS` any of the runs sets, sorted: the flag conditions."""
-    names = {flag for flags in flag_sets for flag in flags.values}
-    return sorted(f for f in names if f not in CONDITION_FLAGS and _in_verdict_layer(f))
-
-
-def _in_verdict_layer(flag: str) -> bool:
-    layer = classify_flag(flag)
-    return layer is not None and layer.id in VERDICT_LAYERS
-
-
-def flag_condition(flag: str) -> str:
-    return FLAG_PREFIX + flag
-
-
-def condition_flag(name: str) -> str | None:
-    """The flag of a flag condition (``flag:kv-cache-dtype`` → ``kv-cache-dtype``); None otherwise."""
-    return name[len(FLAG_PREFIX):] if name.startswith(FLAG_PREFIX) else None
-
-
 # -- risk and flags ------------------------------------------------------------------------------
 
 
-def _schema_version(engine_version: object) -> str:
-    """The engine's own schema when shipped; else the newest (the emulator speaks the newest)."""
-    version = normalise(engine_version)
-    if isinstance(version, str) and version in known_versions():
-        return version
-    return newest_version()
-
-
-def risk_columns(frame: pd.DataFrame, profile: str = DEFAULT_PROFILE) -> pd.DataFrame:
-    """Per run (columns :data:`RISK_COLUMNS`): the schema version used, the highest risk
-    layer (None: no classified active flag), broken contest rules as "rule: flag=value",
-    the active flags no layer claims, and value-note codes (e.g. 'dummy_weights')."""
-    records: list[tuple[object, ...]] = []
-    for run_id, rows in frame.groupby("run_id", sort=False):
-        first = rows.iloc[0]
-        version = _schema_version(first.get("engine_version"))
-        try:
-            report = assess_risk(dict(first.get("server_args") or {}), version, profile)
-        except SchemaError:  # a schema file gone missing: show no risk rather than guess one
-            records.append((run_id, version, None, [], [], []))
-            continue
-        broken = [f"{b.rule}: {b.flag}={b.value}" for b in report.broken]
-        notes = [n.code for n in report.notes]
-        records.append((run_id, version, report.highest, broken, list(report.unclassified), notes))
-    return pd.DataFrame.from_records(records, columns=list(RISK_COLUMNS))
-
-
-def config_diff(
-    frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], *, show_all: bool = False
-) -> pd.DataFrame:
-    """The server flags of each run against the baseline (columns :data:`DIFF_COLUMNS`),
-    only those that differ unless ``show_all``; spelled as the schema's primary names.  A
-    flag one side lacks shows its default where that side's flag set is known
-    (:func:`flag_set_known`; "unset" for a None default), else '?'."""
-    base_rows = _rows_of(frame, baseline_run_id)
-    base = run_flags(base_rows)
-    records: list[tuple[object, ...]] = []
-    for run_id in dict.fromkeys(run_ids):
-        if run_id == baseline_run_id:
-            continue
-        other_rows = _rows_of(frame, run_id)
-        other = run_flags(other_rows)
-        if _is_vllm(base_rows) != _is_vllm(other_rows):
-            records += _knob_records(run_id, base.values, other.values, baseline_is_vllm=_is_vllm(base_rows),
-                                     show_all=show_all)
-            continue
-        for flag in sorted(set(base.values) | set(other.values)):
-            b, v = base.value(flag), other.value(flag)
-            differs = _hashable(b) != _hashable(v)
-            if differs or show_all:
-                layer = _layer_of(flag, vllm=_is_vllm(base_rows))
-                records.append((run_id, flag, display(b), display(v), differs,
-                                layer.id if layer else None, layer.risk if layer else None, None))
-    return pd.DataFrame.from_records(records, columns=list(DIFF_COLUMNS))
-
-
-def _is_vllm(rows: pd.DataFrame) -> bool:
-    return bool(rows.iloc[0].get("engine") == "vllm")
-
-
-def _layer_of(flag: str, *, vllm: bool) -> RiskLayer | None:
-    return classify_vllm_flag(flag) if vllm else classify_flag(flag)
-
-
-def _knob_records(run_id: int, baseline: Mapping[str, object], other: Mapping[str, object], *,
-                  baseline_is_vllm: bool, show_all: bool) -> list[tuple[object, ...]]:
-    """An SGLang run and a vLLM run lined up knob by knob (:func:`knobs.align_args`): the
-    row's flag names both spellings ("--max-running-requests ↔ --max-num-seqs"); its values
-    say each side's flags as written.  A knob set to the same value on both sides, where the
-    knob is the same setting, is the only row that does not differ."""
-    sglang_args, vllm_args = (other, baseline) if baseline_is_vllm else (baseline, other)
-    records: list[tuple[object, ...]] = []
-    for row in align_args(sglang_args, vllm_args):
-        sides = (row.vllm, row.sglang) if baseline_is_vllm else (row.sglang, row.vllm)
-        same = row.paired and row.equivalent and [_hashable(v) for v in sides[0].values()] == [
-            _hashable(v) for v in sides[1].values()]
-        if same and not show_all:
-            continue
-        found = [*(classify_flag(f) for f in row.sglang), *(classify_vllm_flag(f) for f in row.vllm)]
-        layers = [layer for layer in found if layer is not None]
-        top = max(layers, key=lambda layer: _RISK_ORDER.get(layer.risk, 0)) if layers else None
-        counterpart = "none" if row.no_counterpart else "equivalent" if row.equivalent else "closest"
-        records.append((run_id, _knob_label(row), _side_text(sides[0]), _side_text(sides[1]), not same,
-                        top.id if top else None, top.risk if top else None, counterpart))
-    return records
-
-
-_RISK_ORDER = {"low": 1, "medium": 2, "high": 3}
-
-
-def cross_engine_notes(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequence[int], lang: str) -> list[str]:
-    """For each run on the other engine than the baseline, what its knob rows mean: one line
-    per knob set on either side, naming it, whether the two flags are the same setting, the
-    closest one or have no counterpart, and the knob's note (domain/flags/data/knobs.yaml)."""
-    base_rows = _rows_of(frame, baseline_run_id)
-    lines: list[str] = []
-    for run_id in dict.fromkeys(run_ids):
-        rows = _rows_of(frame, run_id)
-        if run_id == baseline_run_id or _is_vllm(rows) == _is_vllm(base_rows):
-            continue
-        vllm_rows, sglang_rows = (base_rows, rows) if _is_vllm(base_rows) else (rows, base_rows)
-        for row in align_args(run_flags(sglang_rows).values, run_flags(vllm_rows).values):
-            kind = "none" if row.no_counterpart else "equivalent" if row.equivalent else "closest"
-            name = (row.knob.name.get(lang) or row.knob.name["en"]) if row.knob else _knob_label(row)
-            note = (row.knob.note.get(lang) or row.knob.note["en"]) if row.knob else ""
-            lines.append(t(f"compare.knob.{kind}", lang, run_id=run_id, knob=name, flags=_knob_label(row), note=note))
-    return lines
-
-
-def _knob_label(row: KnobRow) -> str:
-    sglang = row.sglang or ({row.knob.sglang[0]: None} if row.knob and row.knob.sglang else {})
-    vllm = row.vllm or ({row.knob.vllm[0]: None} if row.knob and row.knob.vllm else {})
-    left = " ".join(f"--{flag}" for flag in sglang) or "—"
-    right = " ".join(f"--{flag}" for flag in vllm) or "—"
-    return f"{left} ↔ {right}"
-
-
-def _side_text(args: Mapping[str, object]) -> str:
-    if not args:
-        return UNSET_TEXT
-    if len(args) == 1:
-        return display(next(iter(args.values())))
-    return "; ".join(f"--{flag} {display(value)}" for flag, value in args.items())

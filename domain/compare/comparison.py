@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from domain.compare import comparability
+from domain.compare import comparability, config_diff, values
 from domain.compare.caveat import caveat_lines, changed_lines
 from domain.core.settings import Settings
 from domain.results import analysis, curve, definitions, difference, estimate_overlay, validity
@@ -41,8 +41,8 @@ class Comparison:
     checklist: pd.DataFrame  # comparability.comparability_summary
     caveat: list[str] = field(default_factory=list)
     # The server flags that differ from the baseline, with each flag's layer and risk
-    # (comparability.config_diff): every export says what changed, not only the page.
-    flag_diff: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(comparability.DIFF_COLUMNS)))
+    # (config_diff.config_diff): every export says what changed, not only the page.
+    flag_diff: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(config_diff.DIFF_COLUMNS)))
     # One line per compared run naming its verdict and each difference with both values,
     # in the UI language: the first lines of every export and of the first slide.
     verdict_lines: list[str] = field(default_factory=list)
@@ -121,7 +121,7 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
     summary = analysis.summarise_points(selected, requests=requests, bootstrap_memos=bootstrap_memos)
     matrix = comparability.comparability_matrix(selected, baseline_run_id, others, intended_to_differ)
     checklist = comparability.comparability_summary(matrix)
-    flag_diff = comparability.config_diff(selected, baseline_run_id, others)
+    flag_diff = config_diff.config_diff(selected, baseline_run_id, others)
     scaling = curve.scaling_efficiency(summary, keep=keep_cold)
     badges = pd.concat([validity.validity_badges(selected), validity.curve_badges(scaling)], ignore_index=True)
     return Comparison(
@@ -180,9 +180,9 @@ def _scenario_lengths(rows: pd.DataFrame) -> dict[object, tuple[Lengths | None, 
     narrow = pd.DataFrame({"scenario": rows["scenario"], "input_len": rows["input_len"],
                            "output_len": rows["output_len"], "_ratio": ratios})
     for scenario, group in narrow.groupby("scenario", sort=False):
-        lengths = {(comparability.normalise(i), comparability.normalise(o))
+        lengths = {(values.normalise(i), values.normalise(o))
                    for i, o in zip(group["input_len"], group["output_len"], strict=True)}
-        ratio = {comparability.normalise(r) for r in group["_ratio"]}
+        ratio = {values.normalise(r) for r in group["_ratio"]}
         one = next(iter(lengths)) if len(lengths) == 1 else None
         found[scenario] = (one if one is not None and None not in one else None,
                            next(iter(ratio)) if len(ratio) == 1 else None)

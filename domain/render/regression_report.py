@@ -21,7 +21,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from domain.compare.comparability import display
+from domain.compare.values import display
 from domain.core.i18n import t
 from domain.flags.schema import SchemaError, load_schema
 from domain.render.deck import deck_pptx

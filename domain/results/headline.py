@@ -23,7 +23,7 @@ from domain.flags.risk import risk_layers
 
 def headline_lines(flag_diff: pd.DataFrame, checklist: pd.DataFrame, baseline_run_id: int, lang: str) -> list[str]:
     """One line per row of ``checklist`` (:func:`comparability.comparability_summary`);
-    ``flag_diff`` is :func:`comparability.config_diff` of the same runs."""
+    ``flag_diff`` is :func:`config_diff.config_diff` of the same runs."""
     return [headline(row, flag_diff[flag_diff["run_id"] == row["run_id"]], baseline_run_id, lang)
             for row in checklist.to_dict("records")]
 

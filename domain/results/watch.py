@@ -31,13 +31,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from domain.compare.comparability import (
-    MISSING_TEXT,
-    POINTS_CONDITION,
-    comparability_matrix,
-    comparability_summary,
-    condition_flag,
-)
+from domain.compare.comparability import POINTS_CONDITION, comparability_matrix, comparability_summary
+from domain.compare.flag_sets import condition_flag
+from domain.compare.values import MISSING_TEXT
 
 Verdict = Literal["baseline", "ok", "suspicious", "regression", "improvement"]
 Direction = Literal["higher", "lower"]
