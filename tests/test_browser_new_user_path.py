@@ -94,35 +94,43 @@ def test_preset_queue_variant_compare_one_slide_in_at_most_twelve_clicks(env, br
         expect(toast.get_by_role("link", name="open run #1")).to_be_visible()
         screenshot(page, "new-user-queued-en")
         runner = start_runner(renv)
-        # The form kept its values: the second run changes one flag.
-        field = page.get_by_role("spinbutton", name="--max-running-requests", exact=True)
-        expect(field).to_have_value("128")
-        clicks.fill(field, "64", "--max-running-requests 64")
-        page.wait_for_timeout(800)
-        clicks.click(page.get_by_role("button", name="Queue another from this form"), "queue another")
-        clicks.click(page.get_by_role("button", name="Queue this run"), "queue the second run")
-        expect(page.get_by_text("Queued run #2").first).to_be_visible()
-        compare = page.get_by_role("link", name="Compare #2 with #1")
-        expect(compare).to_be_visible()
-        wait_for(lambda: [r.status for r in store.list_runs()] == ["succeeded"] * 2, 600, "both runs to succeed")
-        clicks.click(compare, "compare #2 with #1")
-        expect(page.get_by_text(re.compile(r"#2 vs #1 \(baseline\): comparable"))).to_be_visible(timeout=90_000)
-        deck = _download(page, clicks, "One slide (PPTX)", tmp_path / "slide-en.pptx")
-        screenshot(page, "new-user-compare-en")
-        print(f"clicks: {clicks.count} ({'; '.join(clicks.steps)})")
-        assert clicks.count <= MOST_CLICKS, clicks.steps
-        title = _title(deck)
-        print(f"slide title (en): {title}")
-        assert "--max-running-requests 128 → 64" in title and title.startswith("#2 vs #1 (baseline): comparable")
-        # The same slide in Japanese (a language switch, not part of the path).
-        page.goto(f"{url}/compare?baseline=1&runs=2&lang=ja")
-        expect(page.get_by_text(re.compile(r"#2 対 #1\(ベースライン\)"))).to_be_visible(timeout=90_000)
-        japanese = _download(page, Clicks(), "スライド 1 枚 (PPTX)", tmp_path / "slide-ja.pptx")
-        print(f"slide title (ja): {_title(japanese)}")
-        assert "--max-running-requests 128 → 64" in _title(japanese)
-        runner.terminate()
-        runner.wait(timeout=60)
-    for deck_file, name in ((deck, "new-user-slide-en"), (japanese, "new-user-slide-ja")):
-        (ARTIFACTS / f"{name}.pptx").write_bytes(deck_file.read_bytes())
-        drawn = slide_png(deck_file, name)
+        try:
+            _second_run_compare_and_slides(page, clicks, store, url, tmp_path)
+        finally:  # a test stopped by its time limit must not leave the runner behind
+            runner.terminate()
+            runner.wait(timeout=60)
+    for name in ("en", "ja"):
+        deck_file = tmp_path / f"slide-{name}.pptx"
+        (ARTIFACTS / f"new-user-slide-{name}.pptx").write_bytes(deck_file.read_bytes())
+        drawn = slide_png(deck_file, f"new-user-slide-{name}")
         assert drawn is None or drawn.stat().st_size > 10_000
+
+
+def _second_run_compare_and_slides(page: Page, clicks: Clicks, store: Store, url: str, tmp_path: Path) -> None:
+    """From the kept form: one flag changed, queued, compared with the first, the slide in en and ja."""
+    # The form kept its values: the second run changes one flag.
+    field = page.get_by_role("spinbutton", name="--max-running-requests", exact=True)
+    expect(field).to_have_value("128")
+    clicks.fill(field, "64", "--max-running-requests 64")
+    page.wait_for_timeout(800)
+    clicks.click(page.get_by_role("button", name="Queue another from this form"), "queue another")
+    clicks.click(page.get_by_role("button", name="Queue this run"), "queue the second run")
+    expect(page.get_by_text("Queued run #2").first).to_be_visible()
+    compare = page.get_by_role("link", name="Compare #2 with #1")
+    expect(compare).to_be_visible()
+    wait_for(lambda: [r.status for r in store.list_runs()] == ["succeeded"] * 2, 600, "both runs to succeed")
+    clicks.click(compare, "compare #2 with #1")
+    expect(page.get_by_text(re.compile(r"#2 vs #1 \(baseline\): comparable"))).to_be_visible(timeout=90_000)
+    deck = _download(page, clicks, "One slide (PPTX)", tmp_path / "slide-en.pptx")
+    screenshot(page, "new-user-compare-en")
+    print(f"clicks: {clicks.count} ({'; '.join(clicks.steps)})")
+    assert clicks.count <= MOST_CLICKS, clicks.steps
+    title = _title(deck)
+    print(f"slide title (en): {title}")
+    assert "--max-running-requests 128 → 64" in title and title.startswith("#2 vs #1 (baseline): comparable")
+    # The same slide in Japanese (a language switch, not part of the path).
+    page.goto(f"{url}/compare?baseline=1&runs=2&lang=ja")
+    expect(page.get_by_text(re.compile(r"#2 対 #1\(ベースライン\)"))).to_be_visible(timeout=90_000)
+    japanese = _download(page, Clicks(), "スライド 1 枚 (PPTX)", tmp_path / "slide-ja.pptx")
+    print(f"slide title (ja): {_title(japanese)}")
+    assert "--max-running-requests 128 → 64" in _title(japanese)
