@@ -31,9 +31,9 @@ from pathlib import Path
 import duckdb
 import filelock
 
+from db.clock import utcnow
 from db.connection import _acquire, _open, lock_path_for, writer_waiting_path
 from db.migrations import MIGRATIONS
-from db.store import utcnow
 
 # The tables a report counts, in this order; a table an older schema lacks is skipped.
 MAIN_TABLES = ("runs", "attempts", "sweep_points", "telemetry_summaries", "request_samples", "configurations",

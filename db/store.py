@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from db import queries as q
 from db.bootstrap_memo import keep_intervals
+from db.clock import utcnow
 from db.connection import connect, transaction
 from db.migrations import migrate
 from db.rows import (
@@ -41,6 +42,7 @@ from db.rows import (
     TelemetryRow,
 )
 from db.sample_files import SampleFiles
+from db.upgrade import check_and_back_up
 from domain.core.access import Action, Actor, require
 from domain.core.settings import Settings
 from domain.core.states import (
@@ -72,11 +74,6 @@ class DuplicateImport(ValueError):
 
 class IllegalMove(ValueError):
     """A state change that the state machine does not allow at all."""
-
-
-def utcnow() -> datetime:
-    # Naive UTC: DuckDB TIMESTAMP has no zone, and every writer uses this one clock.
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 @dataclass(frozen=True)
@@ -165,9 +162,7 @@ class Store:
 
     def migrate(self) -> list[int]:
         """Pending migrations, after the upgrade's checks: a newer database is refused and a
-        used one is backed up first (db/upgrade.py; imported here: db/backup.py imports this)."""
-        from db.upgrade import check_and_back_up
-
+        used one is backed up first (db/upgrade.py)."""
         check_and_back_up(self.db_path, lock_timeout_s=self.lock_timeout_s)
         return migrate(self.db_path, lock_timeout_s=self.lock_timeout_s)
 

@@ -168,7 +168,6 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from db.scaling_gap_inputs import explained_gaps
     from domain.compare.comparison import comparison_with_settings
     from domain.render import deck, llmd_report, one_slide, tables
-    from domain.render.workload_charts import workload_csv
     from domain.results.frames import points_frame
 
     store = Store.from_settings(settings)
@@ -197,7 +196,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     for fmt in args.format:
         if fmt == "csv":
             written.append(_write(out / f"{stem}.csv", tables.comparison_csv(c)))
-            workloads = workload_csv(c)  # the prefix cache and rate sweeps, where the runs have them
+            workloads = tables.workload_csv(c)  # the prefix cache and rate sweeps, where the runs have them
             if workloads is not None:
                 written.append(_write(out / f"{stem}-workloads.csv", workloads))
         elif fmt == "md":

@@ -268,6 +268,19 @@ def comparison_csv(c: Comparison, metrics: Sequence[str] | None = None) -> bytes
     return table_csv(comparison_table(c, metrics), [*c.caveat, *estimate_lines(c)], export_head(c))
 
 
+def workload_csv(c: Comparison) -> bytes | None:
+    """The workload sections as one CSV (a ``section`` column first), with the comparison's
+    head and caveat as the table export writes them; None when there is none."""
+    sections = workload_sections(c)
+    if not sections:
+        return None
+    merged = pd.concat([table.assign(**{t("workload.col.section", c.lang): title})
+                        for title, table in sections], ignore_index=True)
+    first = t("workload.col.section", c.lang)
+    merged = merged[[first, *[col for col in merged.columns if col != first]]]
+    return table_csv(merged, c.caveat, export_head(c))
+
+
 # -- Markdown ------------------------------------------------------------------------------------
 
 

@@ -103,17 +103,3 @@ def workload_charts(c: Comparison) -> list[tuple[str, AnyChart]]:
     chart = rate_chart(c)
     return [] if chart is None else [(t("workload.chart.rate_title", c.lang), chart)]
 
-
-def workload_csv(c: Comparison) -> bytes | None:
-    """The workload sections as one CSV (a ``section`` column first), with the comparison's
-    head and caveat as the table export writes them; None when there is none."""
-    from domain.render.tables import export_head, table_csv  # tables imports this module for its Markdown
-
-    sections = workload_sections(c)
-    if not sections:
-        return None
-    merged = pd.concat([table.assign(**{t("workload.col.section", c.lang): title})
-                        for title, table in sections], ignore_index=True)
-    first = t("workload.col.section", c.lang)
-    merged = merged[[first, *[col for col in merged.columns if col != first]]]
-    return table_csv(merged, c.caveat, export_head(c))

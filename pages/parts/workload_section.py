@@ -9,7 +9,7 @@ import streamlit as st
 
 from domain.compare.comparison import Comparison
 from domain.core.i18n import t
-from domain.render import workload_charts
+from domain.render import tables, workload_charts
 from domain.render.charts import styled
 from domain.results import workload_report as report
 
@@ -30,7 +30,7 @@ def workload_section(c: Comparison, lang: str) -> None:
         st.caption(t("workload.page.cache_note", lang))
     if rates is not None:
         _rates(c, rates, lang)
-    data = workload_charts.workload_csv(c)
+    data = tables.workload_csv(c)
     if data is not None:
         base = f"benchdeck-compare-{c.baseline_run_id}-" + "-".join(map(str, c.run_ids))
         st.download_button(t("workload.page.download", lang), data, file_name=f"{base}-workloads.csv",
