@@ -53,7 +53,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 def emulated_run(store: Store, *, engine: str = "emulator", version: str | None = None,
                  server_args: dict[str, Any] | None = None, **bench: Any) -> int:
     """A run as the runner writes it: each point's conditions are the plan's, plus what
-    runner/attempt.py adds (engine version, bench client)."""
+    runner/attempt.py adds (engine version, bench client, the engine as family + emulated)."""
     overrides: dict[str, Any] = {"name": f"run-{engine}", "engine": engine, "benchmark": {**BENCH, **bench}}
     if version is not None:
         overrides["sglang_version"] = version
@@ -69,7 +69,7 @@ def emulated_run(store: Store, *, engine: str = "emulator", version: str | None 
     for point in claim.plan.points():
         conditions = point_conditions(claim.plan, point)
         conditions.update(engine_version=version or "0.5.23", bench_tool="sglang.bench_serving",
-                          bench_version="0.5.23", engine=engine, emulated=engine == "emulator",
+                          bench_version="0.5.23", engine=claim.plan.engine, emulated=claim.plan.emulated,
                           # The client tokenizer, as runner/bench_client.py records it (the toy one here).
                           tokenizer={"path": "data/tokenizer", "source": "toy", "vocab_size": 151643,
                                      "sha256": "0123456789abcdef"})
@@ -143,7 +143,8 @@ EMULATED_PAIRS = [
     # (pair, the other run's plan, the difference as the verdict names it, fatal)
     ("range ratio 1 / 0", {"random_range_ratio": 0.0}, "range ratio: 1 → 0", True),
     ("warmup 2×c / 1", {"warmup": 1}, "warmup: 2, 4, 8 → 1", False),
-    ("request rate inf / 8", {"request_rate": 8}, "request rate: inf → 8", False),
+    # A request rate makes the arrivals Poisson: a fatal condition (domain/plan/arrivals.py).
+    ("request rate inf / 8", {"request_rate": 8}, "request rate: inf → 8", True),
     ("prompts 10×c / 1000", {"num_prompts": 1000}, "request count: 10, 20, 40 → 1000", False),
     ("chat template off / on", {"apply_chat_template": True}, "chat template: false → true", False),
     ("KV-cache dtype auto / fp8", {"server_args": {"tp-size": 1, "kv-cache-dtype": "fp8_e4m3"}},
@@ -170,14 +171,16 @@ def test_sglang_versions_are_named(store: Store) -> None:
 
 
 def test_emulated_against_measured_is_not_comparable(store: Store) -> None:
+    """An emulated SGLang run and a measured one are one engine family (sglang) since the
+    engine split: the source is what differs, and it alone makes them not comparable."""
     base = emulated_run(store)
     other = emulated_run(store, engine="sglang", version="0.5.23")
     c = compare(store, base, other)
     line = verdict(c)
     assert line.startswith(f"run #{other} vs baseline #{base}: not comparable — ")
-    assert "engine: emulator → sglang" in line
     assert "source (measured / emulated / imported): emulated → measured" in line
-    assert set(c.checklist.iloc[0]["fatal"]) == {"engine", "source"}
+    assert "engine: " not in line
+    assert set(c.checklist.iloc[0]["fatal"]) == {"source"}
 
 
 def test_a_kv_cache_change_marked_as_under_test_is_comparable_and_said_first(store: Store) -> None:
@@ -206,7 +209,7 @@ def test_a_serving_flag_is_said_in_what_changed_not_in_the_verdict(store: Store)
 
 IMPORTED_PAIRS = [
     ("range ratio 1 / 0", setting("random_range_ratio", 0.0), "range ratio: 1 → 0", True),
-    ("request rate inf / 8", setting("request_rate", 8.0), "request rate: inf → 8", False),
+    ("request rate inf / 8", setting("request_rate", 8.0), "request rate: inf → 8", True),
     ("SGLang 0.5.17 / 0.5.23", server_info("version", "0.5.17"), "engine version: 0.5.23 → 0.5.17", False),
     ("KV-cache dtype auto / fp8", server_info("kv_cache_dtype", "fp8_e4m3"), f"{KV}: auto → fp8_e4m3", True),
 ]
@@ -264,6 +267,7 @@ def test_an_import_lines_up_with_an_emulated_plan_by_lengths(store: Store, tmp_p
     assert not c.matrix.loc[c.matrix["condition"] == "points", "fatal"].any()
     line = verdict(c)
     assert line.startswith(f"run #{other} vs baseline #{base}: not comparable — ")
-    assert "engine: emulator → sglang" in line and "source (measured / emulated / imported): emulated → " in line
+    assert "source (measured / emulated / imported): emulated → " in line
+    assert "engine: " not in line  # the same family, sglang, emulated on one side
     assert "GPU type: H200 → ?" in line
     assert set(c.compare["scenario"]) == {"short"}  # the table has one scenario, both runs in it
