@@ -27,6 +27,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "Qwen/Qwen3-30B-A3B"
 SERVER = {"max-running-requests": 64, "mem-fraction-static": 0.85}
+# The rate and concurrency sweeps' server: at most 16 requests run together, so both curves
+# flatten inside their ranges (1-16 req/s offered; concurrency 1-64) and each has a knee.
+RATES_CAP = {"max-running-requests": 16}
 WORDS = "model server token request batch cache memory prefill decode throughput latency".split()
 
 
@@ -79,12 +82,14 @@ def figures(only: set[str], out: Path) -> dict[str, list[dict[str, Any]]]:
         "gsp": [plan("gsp-warm", {"concurrency": [16], "warmup": 2, "flush_cache": False, "workload": gsp}),
                 plan("gsp-no-radix", {"concurrency": [16], "warmup": 2, "flush_cache": False, "workload": gsp},
                      **{"disable-radix-cache": True})],
+        # One configuration for both sweeps, its request cap (RATES_CAP) inside the
+        # concurrency range so that the closed-loop sweep saturates (two doublings past it).
         "rates": [plan("rates", {"scenarios": [{"name": "chat", "input_len": 512, "output_len": 256}],
                                  "concurrency": [32], "num_prompts": 48, "warmup": 4,
-                                 "request_rates": [1, 2, 4, 8, 16]}),
+                                 "request_rates": [1, 2, 4, 8, 16]}, **RATES_CAP),
                   plan("concurrency", {"scenarios": [{"name": "chat", "input_len": 512, "output_len": 256}],
-                                       "concurrency": [1, 2, 4, 8, 16, 32, 64, 128], "num_prompts": "2x",
-                                       "warmup": "1x"})],
+                                       "concurrency": [1, 2, 4, 8, 16, 32, 64], "num_prompts": "2x",
+                                       "warmup": "1x"}, **RATES_CAP)],
         "chat": [plan("chat-cache-on", {"concurrency": [8], "warmup": 1, "num_prompts": 50,
                                         "workload": {"kind": "multi-turn", "path": str(chats), "output_len": 64}}),
                  plan("chat-cache-off", {"concurrency": [8], "warmup": 1, "num_prompts": 50,
@@ -129,6 +134,9 @@ def show_rates(frame: Any, store: Any, runs: list[int]) -> None:
         print(f"  rate sweep knee: {row['knee_rate']} req/s ({row['knee_method']}), max achieved "
               f"{row['max_achieved_rps']:.2f} req/s")
     summary = summarise_points(frame[frame["run_id"] == runs[1]])
+    for row in summary.sort_values("concurrency").to_dict("records"):
+        print(f"  concurrency {row['concurrency']:g}: output {row['output_tok_s']:.0f} tok/s, "
+              f"{row['qps']:.2f} req/s, TTFT p99 {row['ttft_p99']:.1f} ms")
     for row in curve.saturation_points(summary).to_dict("records"):
         print(f"  concurrency sweep knee: c={row['knee_concurrency']} ({row['knee_method']})")
     matrix = comparability_matrix(frame, runs[0], [runs[1]], frozenset())
