@@ -109,9 +109,16 @@ def test_the_runner_launched_and_read_the_emulated_vllm_as_vllm(vllm_app: Measur
     assert verdict.startswith("run #2 vs baseline #1: comparable — under test: engine: sglang → vllm")
     assert "backend: sglang-oai → vllm" in verdict
     assert "#2: --mem-fraction-static ↔ --gpu-memory-utilization: 0.85 → 0.9" in comparison.changed_lines[0]
-    # The exports carry the engine in the verdict, first (CSV '# ' lines, Markdown's first lines).
-    assert verdict in comparison_csv(comparison).decode("utf-8").split("\n", 3)[0]
-    assert md_text(verdict) in comparison_markdown(comparison)
+    # The exports open with the headline, which names the engine and the knob under test
+    # (CSV '# ' lines, Markdown's first lines); the verdict is in their caveat footer.
+    [headline] = comparison.headline_lines
+    assert headline.startswith("#2 vs #1 (baseline): comparable; the change under test: "), headline
+    assert "; engine: sglang → vllm" in headline
+    assert " --mem-fraction-static ↔ --gpu-memory-utilization 0.85 → 0.9 (" in headline  # the knob's own dashes
+    csv = comparison_csv(comparison).decode("utf-8")
+    assert headline in csv.split("\n", 3)[0] and verdict in csv
+    markdown = comparison_markdown(comparison)
+    assert md_text(headline) in markdown and md_text(verdict) in markdown
     diff = config_diff(frame, sglang, [vllm], show_all=True).set_index("flag")
     assert diff.loc["--max-running-requests ↔ --max-num-seqs", "counterpart"] == "equivalent"
     assert any("--gpu-memory-utilization" in note for note in cross_engine_notes(frame, sglang, [vllm], "ja"))
@@ -145,9 +152,9 @@ def test_sglang_and_vllm_side_by_side_with_the_engine_under_test(vllm_app, brows
     downloads = t("compare.downloads", lang)
     expect(page.get_by_role("heading", name=downloads)).to_be_visible(timeout=90_000)
     page.wait_for_timeout(1500)  # charts draw after their element appears
-    # The verdict comes first and names the engine as the condition under test.
+    # The verdict box comes first: its headline names the engine as the change under test.
     verdict = page.get_by_test_id("stAlert").first
-    under_test = t("compare.summary.intended", lang, fields="").strip()
+    under_test = t("compare.headline.line", lang, newer="|", older="|", verdict="|", change="|").split("|")[3].strip()
     expect(verdict).to_contain_text(under_test)
     expect(verdict).to_contain_text("sglang → vllm")
     # Both runs, side by side in the tables.

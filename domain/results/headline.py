@@ -59,7 +59,9 @@ def _run(run_id: int, baseline_run_id: int, lang: str) -> str:
 def _flag_change(row: Mapping[str, Any], forward: bool, lang: str) -> str:
     old, new = (row["baseline_value"], row["value"]) if forward else (row["value"], row["baseline_value"])
     layer = risk_layers().layer(row["layer"]) if row["layer"] else None
-    return t("compare.headline.flag", lang, flag=row["flag"], old=old, new=new,
+    # A row between an SGLang and a vLLM run is a knob: its flag names both spellings, dashes included.
+    key = "compare.headline.knob" if row.get("counterpart") else "compare.headline.flag"
+    return t(key, lang, flag=row["flag"], old=old, new=new,
              layer=(layer.name.get(lang) or layer.name["en"]) if layer else t("compare.changed.unclassified", lang),
              risk=t(f"flags.risk.level.{row['risk']}", lang) if row["risk"] else "?")
 
