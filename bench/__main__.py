@@ -19,6 +19,7 @@ from bench import (
     ray_dispatch,
     runner_gaps,
     tuner,
+    watch_history,
 )
 
 BENCHMARKS: dict[str, Callable[..., None]] = {
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "interval_coverage": interval_coverage.run,
     "pages_browser": pages_browser.run,
     "tuner": tuner.run,
+    "watch_history": watch_history.run,
 }
 
 

@@ -6,7 +6,6 @@ tests/test_watch_e2e.py."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -281,7 +280,9 @@ def test_schedule_is_for_admins_and_queues_when_due(store: Store) -> None:
     assert watches.get(watch_id).state == "stopped" and watches.active() == []
 
 
-def test_history_queries_stay_fast_at_ten_thousand_runs(tmp_path: Path) -> None:
+def test_history_queries_find_the_watch_among_ten_thousand_runs(tmp_path: Path) -> None:
+    """The History page's reads pick the one watched run out of 10,000 others; how fast
+    they are is measured in ``make bench`` (bench/watch_history.py), not asserted here."""
     from bench.synthetic import fill
 
     store = Store(tmp_path / "big.duckdb")
@@ -290,10 +291,6 @@ def test_history_queries_stay_fast_at_ten_thousand_runs(tmp_path: Path) -> None:
     origin = _finished_run(store, _plan(), [1000])
     watch_id = watches.watch_run(origin, actor=operator("alice"), points=[("short", 1), ("short", 2)])
     _tick(store, "0.5.20")
-    started = time.perf_counter()
-    for _ in range(5):
-        history, regressions, runs = (watches.history(watch_id), watches.open_regressions(),
-                                      watches.runs_of(watch_id))
-    per_refresh = (time.perf_counter() - started) / 5
+    history, regressions, runs = watches.history(watch_id), watches.open_regressions(), watches.runs_of(watch_id)
     assert len(history) == 4 and regressions == [] and len(runs) == 1
-    assert per_refresh < 0.5, f"{per_refresh:.3f} s per History refresh at 10,000 runs"
+    assert {h.run_id for h in history} == {origin} and runs[0].run_id == origin
