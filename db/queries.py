@@ -35,13 +35,13 @@ UPDATE runs SET cancel_requested_by = ? WHERE id = ? AND status = 'running' RETU
 
 SET_PRIORITY = "UPDATE runs SET priority = ? WHERE id = ? AND status = 'queued' RETURNING id"
 
-# The next run this runner can serve: highest priority first, then oldest.  Runs the
+# The runs this runner can serve, in claim order: highest priority first, then oldest.  Runs the
 # runner cannot serve (wrong GPU type, too few GPUs, an SGLang or vLLM version it lacks) are
 # skipped; emulated runs of either engine run anywhere.  An external run's GPUs are the
 # endpoint's, not the runner's (declared, never launched here): any runner claims it and
 # checks its own BENCHDECK_EXTERNAL_ENDPOINTS before a request (runner/external.py).
-NEXT_CLAIMABLE_RUN = """
-SELECT r.id
+CLAIMABLE_RUNS = """
+SELECT r.id, r.plan
 FROM runs r JOIN configurations c ON c.id = r.configuration_id
 WHERE r.status = 'queued'
   AND (c.engine = 'external' OR (c.gpu_type = ? AND c.gpu_count <= ?))
@@ -49,8 +49,10 @@ WHERE r.status = 'queued'
        OR (c.engine = 'sglang' AND ? AND (c.engine_version IS NULL OR c.engine_version = ?))
        OR (c.engine = 'vllm' AND ? AND (c.engine_version IS NULL OR c.engine_version = ?)))
 ORDER BY r.priority DESC, r.submitted_at, r.id
-LIMIT 1
 """
+
+# The first of them; the daemon walks them all only while a foreign process holds some of its GPUs.
+NEXT_CLAIMABLE_RUN = CLAIMABLE_RUNS + "LIMIT 1\n"
 
 RUN_PLAN = "SELECT plan FROM runs WHERE id = ?"
 
@@ -243,6 +245,10 @@ UPDATE runners SET heartbeat_at = ?, healthy = ?, unhealthy_reason = ? WHERE id 
 """
 
 LIST_RUNNERS = "SELECT * FROM runners ORDER BY id"
+
+RUNNER_INFO = "SELECT info FROM runners WHERE id = ?"
+
+SET_RUNNER_INFO = "UPDATE runners SET info = ? WHERE id = ?"
 
 UPSERT_SCHEMA = """
 INSERT INTO sglang_schemas (version, host, extracted_at, schema) VALUES (?, ?, ?, ?)

@@ -11,7 +11,7 @@ zero rows raises ``LostRace`` so callers cannot mistake "someone else moved it" 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -219,18 +219,15 @@ class Store:
         return run_id, True
 
     # --- claiming -------------------------------------------------------------------
-    def claim_next(self, caps: RunnerCapabilities, *, lease_s: float) -> Claim | None:
-        """Atomically claim the next run this runner can serve, or return None."""
+    def claim_next(self, caps: RunnerCapabilities, *, lease_s: float,
+                   accept: Callable[[RunPlan], bool] | None = None) -> Claim | None:
+        """Atomically claim the next run this runner can serve, or return None.  With
+        ``accept``, the next such run whose plan it accepts (the others stay queued)."""
         now = utcnow()
         with self._tx() as con:
-            found = con.execute(
-                q.NEXT_CLAIMABLE_RUN,
-                [caps.gpu_type, caps.gpu_count, caps.sglang_version is not None, caps.sglang_version,
-                 caps.vllm_version is not None, caps.vllm_version],
-            ).fetchone()
-            if found is None:
+            run_id = self._next_claimable(con, caps, accept)
+            if run_id is None:
                 return None
-            run_id = int(found[0])
             if not con.execute(q.MOVE_RUN, [RunStatus.RUNNING, run_id, RunStatus.QUEUED]).fetchall():
                 return None  # cannot happen under the file lock; kept as the guard it is
             count = con.execute(q.COUNT_ATTEMPTS, [run_id]).fetchone()
@@ -239,6 +236,18 @@ class Store:
             row = con.execute(q.INSERT_ATTEMPT, [run_id, attempt_no, caps.runner_id, now, now, lease_until]).fetchone()
             plan_json = con.execute(q.RUN_PLAN, [run_id]).fetchone()
         return Claim(run_id, int(_one(row)), attempt_no, RunPlan.model_validate_json(_one(plan_json)))
+
+    @staticmethod
+    def _next_claimable(con: Any, caps: RunnerCapabilities, accept: Callable[[RunPlan], bool] | None) -> int | None:
+        params = [caps.gpu_type, caps.gpu_count, caps.sglang_version is not None, caps.sglang_version,
+                  caps.vllm_version is not None, caps.vllm_version]
+        if accept is None:
+            found = con.execute(q.NEXT_CLAIMABLE_RUN, params).fetchone()
+            return None if found is None else int(found[0])
+        for run_id, plan_json in con.execute(q.CLAIMABLE_RUNS, params).fetchall():
+            if accept(RunPlan.model_validate_json(plan_json)):
+                return int(run_id)
+        return None
 
     # --- moving states --------------------------------------------------------------
     def move_run(self, run_id: int, current: RunStatus, new: RunStatus) -> None:
@@ -539,6 +548,13 @@ class Store:
     def runner_heartbeat(self, runner_id: str, *, healthy: bool, unhealthy_reason: str | None) -> None:
         with self._tx(urgent=True) as con:
             con.execute(q.RUNNER_HEARTBEAT, [utcnow(), healthy, unhealthy_reason, runner_id])
+
+    def set_runner_info(self, runner_id: str, **entries: Any) -> None:
+        """Set keys of a runner's info (the rest kept), e.g. the GPUs a foreign process holds."""
+        with self._tx(urgent=True) as con:
+            found = con.execute(q.RUNNER_INFO, [runner_id]).fetchone()
+            info = json.loads(found[0] or "{}") if found else {}
+            con.execute(q.SET_RUNNER_INFO, [json.dumps({**info, **entries}, default=str), runner_id])
 
     def list_runners(self) -> list[RunnerRow]:
         with self._read() as con:

@@ -30,6 +30,7 @@ from domain.flags.policy import Policy
 from domain.flags.schema import Schema, known_versions
 from domain.flags.validate import validate_server_args
 from domain.plan.checks import schema_version_for, vllm_version_for
+from domain.plan.gpu_claim import plan_gpu_ids
 from domain.plan.run_plan import BenchmarkPlan, Point, RunPlan, configuration_id, point_conditions
 from domain.plan.topology import layout
 from domain.results.bench_record import BadRecord, json_safe, last_record, metrics_from_record
@@ -447,6 +448,8 @@ class AttemptExecution:
         for a process that appeared in between."""
         foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb,
                                              gpus=self.ctx.gpus, own_groups=self.host_state.own_groups())
+        if self.nvml is None:  # simulated users name the runner's GPU ids: only the run's own count
+            foreign = [entry for entry in foreign if entry[0] in plan_gpu_ids(self.ctx.plan)]
         if foreign:
             reason = foreign_reason(self.nvml, foreign)
             self.host_state.mark_unhealthy(reason)

@@ -15,12 +15,13 @@ Shape (after rq and procrastinate):
   a fence: the attempt stops writing at once (runner/lease.py).
 - First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
   cold stop (kill the children now, requeue the run).  Either way nothing is left running.
-- Before each claim a pre-flight check (a GPU type NVML contradicts, foreign GPU users on
-  this runner's GPUs, disk space under the work directory, a free engine port, a port left
-  taken by a teardown, a readable flag policy)
+- Before each claim a pre-flight check (a GPU type NVML contradicts, disk space under the
+  work directory, a free engine port, a port left taken by a teardown, a readable flag policy)
   decides whether this host may claim at all; a failing check flags the host unhealthy in
   the runners table and the run stays queued.  The host recovers by itself once the check
-  passes again.
+  passes again.  Foreign GPU users are scoped to the run: the pre-flight publishes which of
+  this runner's GPUs they hold (runner/busy_gpus.py), the claim skips a run that would use
+  one of those and takes the next whose GPUs are free; the skipped run says why it waits.
 - Every launch writes an audit row (actor = the runner id) with the exact argv and the
   configuration hash; a change of the flag policy file between claims writes a
   ``policy_changed`` row with the old and new sha256.
@@ -47,12 +48,15 @@ from domain.core.states import NEVER_RETRIED, AttemptStatus, FailureKind
 from domain.flags._data import DataFileError, forget_cached_files
 from domain.flags.policy import DEFAULT_POLICY_PATH, Policy, load_policy
 from domain.flags.schema import SchemaError, register_host_schema
+from domain.plan.gpu_claim import BUSY_GPUS_KEY, held_by_others, plan_gpu_ids
+from domain.plan.run_plan import RunPlan
 from runner import host, server_process
-from runner.attempt import AttemptContext, AttemptExecution, HostState, foreign_reason
+from runner.attempt import AttemptContext, AttemptExecution, HostState
 from runner.bench_client import BenchCancelled, KeptClient
+from runner.busy_gpus import busy_runner_gpus
 from runner.lease import Fenced, Heartbeat, StopState, StoreWriter
 from runner.process import kill_recorded_group, pick_free_port, port_is_free
-from runner.telemetry import GpuScopeError, open_nvml
+from runner.telemetry import GpuScopeError, GpuSet, open_nvml
 from runner.watch import watch_tick
 
 log = logging.getLogger("benchdeck.runner")
@@ -77,6 +81,7 @@ class Runner:
         self.healthy = True
         self.unhealthy_reason: str | None = None
         self._stuck_port: int | None = None  # a port a teardown left taken: unhealthy until it is free
+        self.busy_gpus: dict[int, str] = {}  # this runner's GPU ids a foreign process holds, with the reason
         self._policy_sha256: str | None = None  # the flag policy file's content at the last claim
         self._policy_loaded: tuple[str, Policy] | None = None  # (content sha256, the policy read from it)
         self.vllm_version = detect_vllm_version(settings)
@@ -162,7 +167,8 @@ class Runner:
         self._check_health()
         if not self.healthy or self.stop.warm.is_set():
             return False
-        claim = self.store.claim_next(self.caps, lease_s=self.settings.lease_s)
+        claim = self.store.claim_next(self.caps, lease_s=self.settings.lease_s,
+                                      accept=self._gpus_free if self.busy_gpus else None)
         if claim is None:
             return False
         self._note_policy(claim.run_id)
@@ -243,9 +249,8 @@ class Runner:
         return self._policy_problem()
 
     def _gpu_problem(self) -> str | None:
-        """Why this runner's GPUs may not take a run now: NVML names another GPU type than
-        the setting declares, or a foreign process is on them (this runner's own runs'
-        process groups are not foreign)."""
+        """Why this runner's GPUs may not take any run now: they cannot be named, or NVML
+        names another GPU type than the setting declares.  Foreign users are noted per GPU."""
         try:
             gpus = host.runner_gpus(self.nvml, os.environ.get("CUDA_VISIBLE_DEVICES"), self.caps.gpu_count)
         except GpuScopeError as exc:
@@ -253,9 +258,24 @@ class Runner:
         mismatch = host.gpu_type_mismatch(self.nvml, self.caps.gpu_type, gpus)
         if mismatch is not None:
             return mismatch
+        self._note_busy_gpus(gpus)
+        return None
+
+    def _note_busy_gpus(self, gpus: GpuSet) -> None:
+        """Which of this runner's GPUs a foreign process holds (this runner's own runs'
+        process groups are not foreign), published on its runners row when it changes."""
         foreign = host.foreign_gpu_processes(self.nvml, set(), idle_memory_gb=self.settings.gpu_idle_memory_gb,
                                              gpus=gpus, own_groups=self._own_groups())
-        return foreign_reason(self.nvml, foreign) if foreign else None
+        busy = busy_runner_gpus(self.nvml, foreign, os.environ.get("CUDA_VISIBLE_DEVICES"), self.caps.gpu_count)
+        if busy == self.busy_gpus:
+            return
+        log.warning("GPUs held by a foreign process: %s; runs on them wait, the others go ahead", busy or "none now")
+        self.store.set_runner_info(self.caps.runner_id, **{BUSY_GPUS_KEY: {str(gpu): why for gpu, why in busy.items()}})
+        self.busy_gpus = busy
+
+    def _gpus_free(self, plan: RunPlan) -> bool:
+        """Whether none of the plan's GPUs is held by a foreign process (else it stays queued)."""
+        return not held_by_others(plan_gpu_ids(plan), self.busy_gpus)
 
     def _own_groups(self) -> set[int]:
         """The process groups of this runner's attempts still under way (recorded in the DB)."""

@@ -252,28 +252,32 @@ def test_a_stale_server_on_the_chosen_port_is_refused(
 # --- case 9: a foreign process on the GPU (simulated: no GPU here) -------------------------------------
 
 
-@pytest.mark.parametrize("users", [
-    [{"gpu": 0, "pid": 4242, "used_gb": 20.0}],  # a process NVML can name
-    [{"gpu": 0, "pid": 0, "used_gb": 30.0}],  # memory in use, no name (another container)
+@pytest.mark.parametrize("user", [
+    {"pid": 4242, "used_gb": 20.0},  # a process NVML can name
+    {"pid": 0, "used_gb": 30.0},  # memory in use, no name (another container)
 ], ids=["named", "unnamed-memory"])
-def test_a_foreign_gpu_process_keeps_the_job_queued_and_flags_the_host(
-    store: Store, env: dict[str, str], tmp_path: Path, users: list[dict[str, object]]
+def test_a_foreign_gpu_process_keeps_only_the_runs_on_its_gpu_queued_and_says_why(
+    store: Store, env: dict[str, str], tmp_path: Path, user: dict[str, object]
 ) -> None:
     gpu_state = tmp_path / "simulated-gpu-users.json"
-    gpu_state.write_text(json.dumps(users), encoding="utf-8")
-    # A plan the runner refuses on its own (bad_args), so that once the host is clean again
-    # it is claimed and ends without starting anything.
-    run_id, _ = store.submit_run(small_plan(server_args={"foo": 1}), submitted_by=operator("alice"))
-    renv = runner_env(env, **{SIMULATED_GPU_USERS_ENV: str(gpu_state)})
+    gpu_state.write_text(json.dumps([{"gpu": 7, **user}]), encoding="utf-8")
+    # Plans the runner refuses on its own (bad_args): claimed, they end without starting anything.
+    renv = runner_env(env, BENCHDECK_RUNNER_GPU_COUNT="8", **{SIMULATED_GPU_USERS_ENV: str(gpu_state)})
+    on_gpu_0, _ = store.submit_run(small_plan(server_args={"foo": 1}), submitted_by=operator("alice"))
+    assert run_burst(renv, timeout=60) == 0  # a teammate's process on GPU 7 does not stop a TP1 run on GPU 0
+    assert [a.failure_kind for a in store.attempts_of(on_gpu_0)] == ["bad_args"]
+    gpu_state.write_text(json.dumps([{"gpu": 0, **user}]), encoding="utf-8")
+    waits, _ = store.submit_run(small_plan(server_args={"foo": 1}), submitted_by=operator("alice"))
     assert run_burst(renv, timeout=60) == 0
-    assert store.get_run(run_id).status == "queued" and store.attempts_of(run_id) == []
-    row = runner_row(store, renv["BENCHDECK_RUNNER_ID"])
-    assert row.healthy is False
-    assert "foreign process on the GPUs" in row.unhealthy_reason and "SIMULATED" in row.unhealthy_reason
-    gpu_state.unlink()  # the foreign process goes away: the host recovers by itself
+    assert store.get_run(waits).status == "queued" and store.attempts_of(waits) == []
+    assert runner_row(store, renv["BENCHDECK_RUNNER_ID"]).healthy is True  # its other GPUs still take runs
+    status = subprocess.run([sys.executable, "-m", "runner", "status"], env=renv, capture_output=True, text=True,
+                            timeout=120, check=True).stdout
+    assert "GPU 0, which this run would use, is held by another process: foreign process on the GPUs: GPU0 " \
+        "pid " in status and "SIMULATED" in status
+    gpu_state.unlink()  # the foreign process goes away: the run is claimed
     assert run_burst(renv, timeout=60) == 0
-    assert runner_row(store, renv["BENCHDECK_RUNNER_ID"]).healthy is True
-    assert [a.failure_kind for a in store.attempts_of(run_id)] == ["bad_args"]
+    assert [a.failure_kind for a in store.attempts_of(waits)] == ["bad_args"]
     assert_nothing_left(renv[MARK])
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from db import Store
+from domain.plan.gpu_claim import busy_gpus_of
 from domain.plan.run_plan import RunPlan
 from domain.plan.topology import snapshot_gpus
 from domain.results.analysis import summarise_points
@@ -319,9 +320,10 @@ def test_preflight_covers_the_runners_gpus_and_not_its_own_runs(
     fake = h200_host(2)
     fake.gpus[1].processes = [(4242, 20.0)]  # a neighbour on a GPU this runner was not given
     runner = _runner(tmp_path, monkeypatch, fake, runner_gpu_count=1)
-    assert runner._preflight() is None
+    assert runner._preflight() is None and runner.busy_gpus == {}
     fake.gpus[0].processes = [(own_group, 30.0)]
-    assert "foreign process" in (runner._preflight() or "")  # not recorded as ours yet
+    assert runner._preflight() is None  # a foreign user keeps the runs on its GPU waiting, not the host
+    assert "foreign process" in runner.busy_gpus[0]  # not recorded as ours yet
     store: Store = runner.store
     store.submit_run(small_plan(), submitted_by=operator("alice"))
     claim = store.claim_next(runner.caps, lease_s=60)
@@ -329,7 +331,24 @@ def test_preflight_covers_the_runners_gpus_and_not_its_own_runs(
 
     store.record_child(claim.attempt_id, runner.caps.runner_id, ProcessGroup(own_group, 0.0, "server"))
     assert runner._own_groups() == {own_group}
-    assert runner._preflight() is None  # a process group of this runner's own run
+    assert runner._preflight() is None and runner.busy_gpus == {}  # a process group of this runner's own run
+
+
+def test_the_claim_skips_a_run_whose_gpus_a_foreign_process_holds_and_takes_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the runner's GPU 1 is NVML's GPU 3
+    fake = h200_host(4)
+    fake.gpus[3].processes = [(4242, 20.0)]
+    runner = _runner(tmp_path, monkeypatch, fake, runner_gpu_count=2)
+    tp2, _ = runner.store.submit_run(small_plan(gpu={"type": "H200", "count": 2}), submitted_by=operator("alice"))
+    tp1, _ = runner.store.submit_run(small_plan(), submitted_by=operator("alice"))
+    runner._check_health()
+    assert runner.healthy and list(runner.busy_gpus) == [1] and fake.gpus[3].uuid in runner.busy_gpus[1]
+    claim = runner.store.claim_next(runner.caps, lease_s=60, accept=runner._gpus_free)
+    assert claim is not None and claim.run_id == tp1 and runner.store.get_run(tp2).status == "queued"
+    [row] = runner.store.list_runners()
+    assert "4242" in busy_gpus_of(row.info)[1]
 
 
 # --- end to end: the emulator and the real bench_serving client, the stand-in NVML ---------------------

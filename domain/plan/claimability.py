@@ -4,7 +4,8 @@ will be validated against.
 The rules mirror the claim query (``NEXT_CLAIMABLE_RUN`` in db/queries.py): a runner claims
 a run of its GPU type with at most its GPU count; a real engine's run only where that engine
 is installed, and a pinned version only where it is exactly that version; an unhealthy or
-silent runner claims nothing.  A run that waits says which of these stops each runner, with
+silent runner claims nothing; a runner whose GPUs the run would use are held by a foreign
+process leaves that run queued (domain/plan/gpu_claim.py).  A run that waits says which of these stops each runner, with
 the fix, on its page, on the runs page and in ``runner status``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from domain.core.i18n import t
 from domain.core.settings import Settings
 from domain.flags.schema import version_key
+from domain.plan.gpu_claim import busy_gpus_of, held_by_others, plan_json_gpu_ids
 
 
 class RunnerLike(Protocol):
@@ -51,6 +53,7 @@ class Wanted:
     gpu_type: str
     gpu_count: int
     emulated: bool = False  # benchdeck's emulator: runs on any runner of the GPU type
+    gpu_ids: frozenset[int] | None = None  # the runner's GPUs its servers take; None: unknown
 
 
 class RunLike(Protocol):
@@ -70,7 +73,7 @@ class RunLike(Protocol):
 
 def wanted_of(run: RunLike) -> Wanted:
     return Wanted(run.engine or "sglang", run.engine_version, run.gpu_type or "?", int(run.gpu_count or 0),
-                  bool(run.emulated))
+                  bool(run.emulated), plan_json_gpu_ids(getattr(run, "plan", None)))
 
 
 def offline_after_s(settings: Settings) -> float:
@@ -129,7 +132,16 @@ def runner_blocker(runner: RunnerLike, wanted: Wanted, age_s: float, offline_aft
         return Blocker("offline", {**ctx, "age": int(age_s)})
     if not runner.healthy:
         return Blocker("unhealthy", {**ctx, "reason": runner.unhealthy_reason or "?"})
-    return None
+    return _gpus_blocker(runner, wanted, ctx)
+
+
+def _gpus_blocker(runner: RunnerLike, wanted: Wanted, ctx: dict[str, Any]) -> Blocker | None:
+    """A foreign process on one of the GPUs the run would take on this runner."""
+    held = held_by_others(wanted.gpu_ids or frozenset(), busy_gpus_of(runner.info))
+    if not held:
+        return None
+    gpus = ", ".join(str(gpu) for gpu in held)
+    return Blocker("gpus_busy", {**ctx, "gpus": gpus, "reason": "; ".join(dict.fromkeys(held.values()))})
 
 
 def why_unclaimable(wanted: Wanted, runners: Sequence[RunnerLike], now: datetime,
