@@ -58,6 +58,9 @@ RUN_PLAN = "SELECT plan FROM runs WHERE id = ?"
 
 COUNT_ATTEMPTS = "SELECT count(*) FROM attempts WHERE run_id = ?"
 
+# The attempts that count against BENCHDECK_MAX_ATTEMPTS: a runner's stop cancels one and requeues the run.
+COUNT_SPENT_ATTEMPTS = "SELECT count(*) FROM attempts WHERE run_id = ? AND status <> 'cancelled'"
+
 GET_RUN = """
 SELECT r.id, r.name, r.status, r.priority, r.source, r.submitted_by, r.submitted_at, r.finished_at,
        r.total_points, r.cancel_requested_by, r.plan, r.configuration_id, c.engine, c.emulated, c.engine_version,

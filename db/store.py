@@ -312,8 +312,9 @@ class Store:
     ) -> RunStatus:
         """The run's status after an attempt ends.  A failure that may be retried, with
         attempts left, and an attempt cancelled because its runner stopped (not by the
-        user), both send the run back to the queue for a new attempt."""
-        count = con.execute(q.COUNT_ATTEMPTS, [run_id]).fetchone()
+        user), both send the run back to the queue for a new attempt.  Attempts cancelled
+        by a stopping runner do not use up ``max_attempts``."""
+        count = con.execute(q.COUNT_SPENT_ATTEMPTS, [run_id]).fetchone()
         attempts = int(count[0]) if count else 0
         retry = outcome is AttemptStatus.FAILED and retry_allowed and attempts < max_attempts
         if retry or (outcome is AttemptStatus.CANCELLED and requeue_on_cancel):

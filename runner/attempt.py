@@ -246,6 +246,15 @@ class AttemptExecution:
         if ctx.interrupted():
             raise server_process.AttemptCancelled("cancelled")
 
+    def _startup_interrupted(self) -> bool:
+        """While the servers load, a warm stop ends the wait as a cold one does: a large
+        model's load can outlast the runner unit's stop timeout (TimeoutStopSec), and no
+        point is under way to finish.  The load is stopped and the run goes back to the queue."""
+        if self.ctx.stop.warm.is_set():
+            self.ctx.stopped_by_runner = True
+            return True
+        return self.ctx.interrupted()
+
     def _launch(self) -> None:
         """Start the topology for launch ``ctx.launch_idx`` and check who answers; its
         start-up facts join ``ctx.launches``.  A later launch logs into its own folder
@@ -265,7 +274,7 @@ class AttemptExecution:
         )
         try:
             ready = topo.deploy(launcher, ctx.server, budget_s=settings.startup_timeout_s,
-                                cancelled=ctx.interrupted)
+                                cancelled=self._startup_interrupted)
         except server_process.PortTaken as exc:
             self.host_state.stuck_port(exc.port)  # taken between the pick and the launch: someone else is there
             self.host_state.mark_unhealthy(f"port {exc.port} taken at launch (a stale server?)")

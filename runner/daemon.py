@@ -13,8 +13,9 @@ Shape (after rq and procrastinate):
   UPDATE, and a lost race means someone else (lease expiry) already ended it.
 - A heartbeat thread renews the lease and watches for a cancel request.  A lost lease is
   a fence: the attempt stops writing at once (runner/lease.py).
-- First SIGTERM/SIGINT: warm stop (finish the current point, requeue the run); second:
-  cold stop (kill the children now, requeue the run).  Either way nothing is left running.
+- First SIGTERM/SIGINT: warm stop (finish the current point, or stop a server still loading
+  at once, and requeue the run); second: cold stop (kill the children now, requeue the run).
+  Either way nothing is left running, and the cancelled attempt is not counted as a failure.
 - Before each claim a pre-flight check (a GPU type NVML contradicts, disk space under the
   work directory, a free engine port, a port left taken by a teardown, a readable flag policy)
   decides whether this host may claim at all; a failing check flags the host unhealthy in
@@ -409,7 +410,7 @@ class Runner:
             return
         if status is AttemptStatus.CANCELLED and (ctx.stopped_by_runner or self.stop.warm.is_set()) \
                 and not ctx.cancel.is_set():
-            message = f"runner stopped after {ctx.points_done} point(s); the run goes back to the queue"
+            message = runner_stop_message(ctx)
         if log_tail is None and ctx.server is not None and ctx.server.members:
             log_tail = ctx.server.log_tail()
         requeue = status is AttemptStatus.CANCELLED and not ctx.cancel.is_set()
@@ -422,6 +423,14 @@ class Runner:
             log.info("attempt %s: %s %s → run %s", ctx.attempt_id, status, kind or "", run_status)
         except LostRace:
             log.warning("attempt %s ended elsewhere (lease expired)", ctx.attempt_id)
+
+
+def runner_stop_message(ctx: AttemptContext) -> str:
+    """What a requeued attempt says when its runner stopped (a cancelled attempt, not a failed one)."""
+    if ctx.status is AttemptStatus.STARTING:
+        return (f"runner stopped during the server's start-up (after {ctx.points_done} point(s)): the load was "
+                "stopped; the run goes back to the queue, not counted as a failed attempt")
+    return f"runner stopped after {ctx.points_done} point(s); the run goes back to the queue"
 
 
 def detect_vllm_version(settings: Settings) -> str | None:

@@ -186,6 +186,23 @@ def test_warm_stop_finishes_the_point_and_requeues_the_run(store: Store, env: di
     assert_nothing_left(renv[MARK])
 
 
+def test_warm_stop_during_a_long_start_up_stops_the_load_and_requeues_the_run(
+    store: Store, env: dict[str, str]
+) -> None:
+    run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
+    # A load far longer than the test waits for the runner to exit (the unit's TimeoutStopSec stands for it).
+    renv = runner_env(env, BENCHDECK_EMULATE_STARTUP_S="900", BENCHDECK_STARTUP_TIMEOUT_S="900")
+    proc = start_runner(renv)  # serve-like: no --burst
+    wait_for(lambda: attempt_status(store, run_id) == "starting", 60, "starting")
+    proc.send_signal(signal.SIGTERM)  # one signal: a warm stop
+    assert proc.wait(timeout=60) == 0
+    [attempt] = store.attempts_of(run_id)
+    assert (attempt.status, attempt.failure_kind) == ("cancelled", None)
+    assert "during the server's start-up" in attempt.message and "not counted as a failed attempt" in attempt.message
+    assert store.get_run(run_id).status == "queued" and store.points_of(run_id) == []
+    assert_nothing_left(renv[MARK])
+
+
 def test_a_corrupt_bench_record_is_bad_output_with_the_raw_output_kept(
     store: Store, env: dict[str, str], tmp_path: Path
 ) -> None:

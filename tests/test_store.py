@@ -119,6 +119,18 @@ def test_guarded_move_from_wrong_state_is_a_lost_race(store: Store) -> None:
         store.move_attempt(claim.attempt_id, "other", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
 
 
+def test_an_attempt_cancelled_by_a_stopping_runner_does_not_use_up_the_retries(store: Store) -> None:
+    claim = _claimed(store)
+    status = store.finish_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.CANCELLED,
+                                  message="runner stopped", max_attempts=1, requeue_on_cancel=True)
+    assert status is RunStatus.QUEUED
+    second = store.claim_next(CAPS, lease_s=60)
+    assert second.attempt_no == 2
+    status = store.finish_attempt(second.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.FAILED,
+                                  failure_kind=FailureKind.SERVER_CRASH, retry_allowed=True, max_attempts=2)
+    assert status is RunStatus.QUEUED  # one failed attempt of two: the cancelled one is not counted
+
+
 def test_retryable_failure_requeues_until_attempts_run_out(store: Store) -> None:
     claim = _claimed(store)
     store.move_attempt(claim.attempt_id, "r1", AttemptStatus.CLAIMED, AttemptStatus.STARTING)
