@@ -112,6 +112,14 @@ def test_each_reason_a_runner_cannot_claim_is_named_with_its_fix() -> None:
     assert "No runner has registered" in _why(sglang)[0]
 
 
+def test_a_run_waits_only_for_a_foreign_process_on_its_own_gpus() -> None:
+    busy = _Runner(info=json.dumps({"busy_gpus": {"7": "foreign process on the GPUs: GPU7 pid 4242 (20.0 GB)"}}))
+    assert _why(Wanted("sglang", None, "H200", 1, gpu_ids=frozenset({0})), busy) == []
+    [why] = _why(Wanted("sglang", None, "H200", 8, gpu_ids=frozenset(range(8))), busy)
+    assert "gpu-a: GPU 7, which this run would use, is held by another process: foreign process on the GPUs: " \
+        "GPU7 pid 4242" in why
+
+
 def test_a_run_one_runner_can_claim_has_no_reason() -> None:
     assert _why(Wanted("sglang", "0.5.24", "H200", 8), _Runner(id="old", sglang_version="0.5.23"), _Runner()) == []
     assert _why(Wanted("sglang", None, "H200", 8), _Runner()) == []
