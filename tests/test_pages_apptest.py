@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -228,7 +229,10 @@ def test_the_pickers_offer_the_newest_runs_and_any_run_a_link_names(app_env: Pat
     at = open_page("compare", baseline="1", runs="2", lang="en")  # the two oldest, far below the newest 200
     baseline = next(s for s in at.selectbox if s.label.startswith("Baseline"))
     assert baseline.value == 1 and len(baseline.options) == PICKER_SHOWN + 1
-    assert next(m for m in at.multiselect if m.label.startswith("Runs to compare")).value == [2]
+    compared = next(m for m in at.multiselect if m.label.startswith("Runs to compare"))
+    assert compared.value == [2]
+    # The chips say id, name and source; model and GPUs stay in the baseline's list.
+    assert all(re.fullmatch(r"#\d+ synthetic-\d+ · EMULATED", o) for o in compared.options), compared.options[:3]
     assert at.query_params["baseline"] == "1" and at.query_params["runs"] == "2"
 
 

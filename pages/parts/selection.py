@@ -158,6 +158,10 @@ def pick(lang: str) -> Selection | None:
     runs = shown + _linked_runs(shown, [*wanted_base[:1], *_ints(params.get("runs"))], lang)
     label = {r.id: f"#{r.id} {r.name} · {source_label(r.source, lang)} · {r.model} · "
                       f"{r.gpu_count}×{r.gpu_type}" for r in runs}
+    # The compared runs' chips share one row: the id, name and source only (the full
+    # label, model and GPUs included, stays in the baseline's list; a model or GPU that
+    # differs from the baseline's is named in the verdict).
+    short = {r.id: f"#{r.id} {r.name} · {source_label(r.source, lang)}" for r in runs}
     ids = [r.id for r in shown]
     base_options = ids + [i for i in wanted_base if i not in ids and i in label]
     c1, c2 = st.columns([1, 2])
@@ -172,7 +176,7 @@ def pick(lang: str) -> Selection | None:
     other_options = [i for i in dict.fromkeys(ids + wanted_others) if i != baseline]
     others = c2.multiselect(t("select.others", lang, n=MAX_RUNS), other_options, default=wanted_others,
                             placeholder=t("select.pick", lang),
-                            format_func=lambda i: label[i], max_selections=MAX_RUNS)
+                            format_func=lambda i: short[i], max_selections=MAX_RUNS)
     wanted_intended = [c for c in params.get_all("intended") if comparability.is_condition_name(c)]
     intended = st.multiselect(t("select.intended", lang), _intended_options(baseline, others, wanted_intended),
                               default=wanted_intended,
