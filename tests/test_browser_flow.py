@@ -98,7 +98,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         expect(page.get_by_role("button", name="Queue this run")).to_be_disabled()
         expect(page.get_by_role("button", name="Queue another from this form")).to_be_visible()
         screenshot(page, "build-queued-en")
-        page.get_by_role("link", name="Open run #1").click()
+        page.get_by_role("link", name="Open run #1", exact=True).click()  # not the toast's "open run #1"
         expect(page).to_have_url(re.compile(r"/run\?run=1"), timeout=20_000)
         [run] = store.list_runs()
         assert run.status == "queued"
@@ -148,8 +148,11 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         # The form renders after the banner; on a loaded host that takes longer than expect's 5 s.
         expect(page.get_by_role("textbox", name="Name", exact=True)).to_have_value("qwen3-30b-bf16-1xh200-copy",
                                                                                 timeout=60_000)
-        expect(page.get_by_role("spinbutton", name="--max-running-requests", exact=True)).to_have_value(
-            "32", timeout=60_000)
+        first_lever = page.get_by_role("spinbutton", name="--max-running-requests", exact=True)
+        expect(first_lever).to_have_value("32", timeout=60_000)
+        expect(page.get_by_role("spinbutton", name="--mem-fraction-static", exact=True)).to_have_value("0.800")
+        # A variant changes a flag or two: the first flag field has the cursor (document.activeElement).
+        expect(first_lever).to_be_focused(timeout=30_000)
         screenshot(page, "build-duplicated-en")
 
         # Switch the language: the same page in Japanese.
