@@ -198,8 +198,9 @@ def _declared(run: RunRow) -> dict[str, object] | None:
 
 
 def header(run: RunRow) -> None:
-    # A name is any text: shown as typed (escaped for Markdown, no HTML).
-    st.header(f"#{run.id} {streamlit_md_text(run.name)}", anchor=False)
+    # A name is any text: shown as typed (escaped for Markdown, no HTML).  A heading is
+    # Markdown with Streamlit's directives (":red[x]" colours x), so ':' is escaped too.
+    st.header(f"#{run.id} {streamlit_md_text(run.name).replace(':', chr(92) + ':')}", anchor=False)
     badge = {"succeeded": "green", "failed": "red", "cancelled": "gray", "running": "blue", "queued": "orange"}
     st.markdown(f":{badge[run.status]}-badge[{t('status.' + run.status, lang)}] "
                 f":{'violet' if run.source != 'measured' else 'green'}-badge[{_source_badge(run)}]")

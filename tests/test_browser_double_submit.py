@@ -36,7 +36,8 @@ GAPS_MS = (0, 50, 100, 150, 200, 300)
 TRIES_PER_GAP = int(os.environ.get("BENCHDECK_DOUBLE_CLICK_TRIES", "2"))
 ANA, BEN = "ana@example.com", "ben@example.com"
 WIDTHS = (1400, 1920)
-QUEUED = re.compile(r"Queued run #(\d+)")
+# The page's own line ("Queued run #3."), not the toast that links it ("Queued run #3: open run #3.").
+QUEUED = re.compile(r"^Queued run #(\d+)\.$")
 START_BUILD = {"en": "Build a run in the form", "ja": "フォームで構成を作成する"}
 ANOTHER = {"en": "Queue another from this form", "ja": "このフォームからもう 1 件キューに入れる"}
 SETTLE_MS = 400  # after the page says "queued": room for a second click's rerun to land

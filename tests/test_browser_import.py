@@ -73,7 +73,7 @@ def test_a_file_name_with_markup_is_a_plain_name(env, browser_page, tmp_path: Pa
         _upload_and_confirm(page, url, named)
         expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=30_000)
         page.goto(f"{url}/run?run=1&lang=en")
-        expect(page.get_by_text(f"{stem}#1", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(f"#1 {stem}#1", exact=True)).to_be_visible(timeout=30_000)  # the heading: "#id name"
         expect(page.locator("[data-testid=stException]")).to_have_count(0)
     [run] = Store(db_path).list_runs()
     assert run.name == f"{stem}#1"

@@ -69,7 +69,7 @@ def test_every_imported_run_page_opens(env: dict[str, str], browser_page: Page, 
                                          ("en", badge_en, f"Points ({points}/{points})")):
                 _open(page, url, run_id, lang)
                 expect(page.get_by_text(heading)).to_be_visible(timeout=30_000)
-                expect(page.get_by_text(run.name, exact=True)).to_be_visible()
+                expect(page.get_by_text(f"#{run_id} {run.name}", exact=True)).to_be_visible()  # the heading: "#id name"
                 expect(page.get_by_text(badge, exact=True)).to_be_visible()
                 rows = page.locator("[data-testid=stDataFrame]").first
                 expect(rows).to_be_visible()

@@ -75,7 +75,7 @@ def test_pd_sweeps_through_the_router_and_compare_with_aggregated(
         screenshot(page, "checklist-pd-vs-aggregated-en")
         page.goto(f"{url}/compare?baseline={base}&runs={pd1},{pd2}&lang=en")
         # The compare page opens with one verdict line per run (comparability.verdict_line).
-        expect(page.get_by_text(re.compile(rf"run #{pd2} vs baseline #{base}: "))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(rf"#{pd2} vs #{base} \(baseline\): "))).to_be_visible(timeout=30_000)
         page.wait_for_timeout(3000)
         screenshot(page, "compare-pd-vs-aggregated-en")
         page.goto(f"{url}/run?run={pd2}&lang=en")
