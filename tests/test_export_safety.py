@@ -150,7 +150,7 @@ def rendered(markdown: str) -> Html:
 def test_markdown_keeps_its_columns_and_renders_no_html(hostile: Comparison) -> None:
     markdown = comparison_markdown(hostile)
     parser = rendered(markdown)
-    assert parser.tags.count("table") == 2  # the metrics and the per-point section
+    assert parser.tags.count("table") >= 2  # a table per metric, and the per-point section: each checked below
     assert not {"b", "img", "a", "script"} & set(parser.tags)
     starts = [i for i, tag in enumerate(parser.tags) if tag == "table"]
     rows_by_table = [parser.tags[start:end].count("tr") for start, end in zip(starts, [*starts[1:], None],
