@@ -8,8 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from db.connection import connect, transaction
-from db.store import Store, utcnow
+from db.store import utcnow
+from db.store_part import StorePart
 from domain.plan.run_plan import RunPlan
 
 RECORD_PROBE = """
@@ -30,16 +30,7 @@ ORDER BY q.run_id LIMIT 1
 """
 
 
-class QualityStore:
-    def __init__(self, store: Store):
-        self.store = store
-
-    def _tx(self) -> Any:
-        return transaction(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s)
-
-    def _read(self) -> Any:
-        return connect(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s, reading=True)
-
+class QualityStore(StorePart):
     def record_probe(self, attempt_id: int, runner_id: str, record: dict[str, Any]) -> bool:
         """False: the attempt is not benchmarking under this runner any more (a late write)."""
         reference = (record.get("teacher_forced") or {}).get("reference_run_id")

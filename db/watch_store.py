@@ -17,9 +17,9 @@ from typing import Any
 import duckdb
 
 from db import watch_queries as wq
-from db.connection import connect, transaction
 from db.rows import JsonText, Row
 from db.store import LostRace, Store, utcnow
+from db.store_part import StorePart
 from domain.core.access import Action, Actor, require
 from domain.plan.run_plan import RunPlan
 
@@ -154,20 +154,11 @@ class MeasurementRecord:
     verdict: str
 
 
-class WatchStore:
+class WatchStore(StorePart):
     """Watched configurations: create, stop, schedule, follow versions, record verdicts."""
 
-    def __init__(self, store: Store):
-        self.store = store
-
-    def _tx(self) -> Any:
-        return transaction(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s)
-
-    def _read(self) -> Any:
-        """An access that only reads (beside a serving holder's writes, as ``Store._read``)."""
-        return connect(self.store.db_path, lock_timeout_s=self.store.lock_timeout_s, reading=True)
-
     # --- people's actions ---------------------------------------------------------------
+
     def watch_run(self, run_id: int, *, actor: Actor, points: Sequence[WatchedPoint]) -> int:
         """Pin ``run_id``'s plan and watch ``points`` of it; its own result is the first
         measurement.  Watching a run already watched returns that watch."""
