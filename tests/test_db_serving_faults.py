@@ -161,6 +161,10 @@ def test_in_a_browser_the_runs_page_says_the_runner_is_not_answering_and_recover
         with running_app(env) as url:
             page.goto(f"{url}/runs")
             page.get_by_text("Runner hosts").wait_for(timeout=60_000)
+            # A runner writes every few seconds (heartbeats); this one wrote last at its claim,
+            # and a holder unused for SERVE_IDLE_S lets go (the app would then hold the file
+            # itself, untouched by the stop).  A write now makes it the holder when stopped.
+            assert holding.ask("write before-stop")["serves"]
             os.kill(holding.proc.pid, signal.SIGSTOP)
             try:
                 page.get_by_text("Database busy (runner not answering)").wait_for(timeout=20_000)

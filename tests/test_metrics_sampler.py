@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import prometheus_client
@@ -312,24 +313,28 @@ def test_the_emulators_counters_count_what_it_served(tmp_path: Path) -> None:
 
 
 def test_the_emulator_counts_decode_passes_beyond_the_graphs_as_eager(tmp_path: Path) -> None:
-    """With decode graphs captured up to batch 2, four requests at once decode eagerly
-    while all four run and in graphs once two remain: both modes' deltas, as SGLang's
-    sglang:cuda_graph_passes_total reports them."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """With decode graphs captured up to batch 2, a third request joining two long ones that
+    are already decoding makes a batch of three (eager); once it is done the two go on in
+    graphs: both modes' deltas, as SGLang's sglang:cuda_graph_passes_total reports them."""
     args = ["--model-path", "Qwen/Qwen3-30B-A3B", "--emulate-schema-dir", str(SCHEMA_DIR),
             "--emulate-tokenizer-dir", str(get_settings().tokenizer_dir), "--enable-metrics",
             "--cuda-graph-max-bs-decode", "2"]
-    outputs = (8, 8, 40, 40)  # two finish early: the other two go on in graphs
 
-    def send(output: int) -> bool:
-        body = {"input_ids": list(range(1, 33)), "sampling_params": {"max_new_tokens": output, "ignore_eos": True}}
-        return requests.post(emulator.base_url + "/generate", json=body, timeout=60).ok
+    def body(output: int, stream: bool) -> dict[str, Any]:
+        return {"input_ids": list(range(1, 33)), "stream": stream,
+                "sampling_params": {"max_new_tokens": output, "ignore_eos": True}}
 
     with running_emulator(args, tmp_path / "emulator.log") as emulator:
         before = read_server_metrics(emulator.base_url, 1.0)
-        with ThreadPoolExecutor(len(outputs)) as pool:
-            assert all(pool.map(send, outputs))
+        # The two long requests stream: their first chunk means both are in the running batch,
+        # so the short one surely overlaps them however slowly this machine sends it.
+        long_ones = [requests.post(emulator.base_url + "/generate", json=body(1000, True), stream=True, timeout=60)
+                     for _ in range(2)]
+        lines = [r.iter_lines() for r in long_ones]
+        assert all(next(line for line in it if line) for it in lines)
+        assert requests.post(emulator.base_url + "/generate", json=body(8, False), timeout=60).ok
+        for it in lines:
+            assert b"[DONE]" in [line for line in it if line][-1]
         after = read_server_metrics(emulator.base_url, 2.0)
     rows = {r["metric"]: r["max"] for r in summarise([*before, *after], since=0.5)}
     assert rows["eager_decode_passes_delta"] >= 1 and rows["graph_decode_passes_delta"] >= 1
