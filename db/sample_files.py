@@ -28,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from db.bootstrap_memo import Identity, file_identity, read_memo, read_samples, samples_source
+from db.sample_timelines import SampleTimelines
 from domain.results.requests import BootstrapMemo
 
 
@@ -39,6 +40,7 @@ class SampleFiles(Mapping[int, pd.DataFrame]):
         self._frames: dict[int, pd.DataFrame | None] = {}  # None: gone, unreadable or replaced
         self._identities: dict[int, Identity] = {}  # as the kept intervals were read for
         self._lock = threading.Lock()
+        self._timelines: SampleTimelines | None = None
 
     def __getitem__(self, point_id: int) -> pd.DataFrame:
         frame = self._frame(point_id)
@@ -54,6 +56,14 @@ class SampleFiles(Mapping[int, pd.DataFrame]):
 
     def __len__(self) -> int:
         return len(self._paths)
+
+    def timelines(self) -> SampleTimelines:
+        """The same points' per-request columns that the method badges read, without the
+        inter-token gaps (db/sample_timelines.py); one instance, shared like the frames."""
+        with self._lock:
+            if self._timelines is None:
+                self._timelines = SampleTimelines(self._paths)
+            return self._timelines
 
     def read(self) -> dict[int, pd.DataFrame]:
         """The frames read so far (the ones whose intervals may have grown)."""

@@ -90,6 +90,17 @@ def test_the_exports_say_so(imported: tuple[ImportResult, pd.DataFrame]) -> None
     measured = notes.drop(index=1)["efficiency_pct"]
     assert measured.max() <= 100.0 + 1e-9, notes  # the basis itself is 100 %, the rest below
     assert "cold first point" in comparison_markdown(c)
+    assert "ramp in the measured window" in notes.loc[1, "validity"]
+
+
+def test_the_cold_first_point_is_a_ramp_in_the_measured_window(imported: tuple[ImportResult, pd.DataFrame]) -> None:
+    """No per-request arrays here: the ramp is read across points (method_badges' docstring),
+    the c=1 point's median TTFT several times the c=2 point's, and only there."""
+    run_id, scenario, c = _comparison(imported)
+    ramp = c.badges[c.badges["badge"] == "ramp_in_window"]
+    print("\n" + ramp.to_string())
+    assert list(zip(ramp["run_id"], ramp["scenario"], ramp["concurrency"], strict=True)) == [(run_id, scenario, 1)]
+    assert ramp.iloc[0]["detail"] == "median TTFT 7.2× that at c=2 (506 vs 70 ms): at least 50 % of the requests"
 
 
 def test_a_kept_cold_point_is_the_baseline_and_super_linear_is_badged(

@@ -128,6 +128,21 @@ def _assert_samples_match_the_record(point: PointRow, frame: pd.DataFrame, *, e2
     assert "ttfts" not in json.loads(point.raw_record or "{}")  # the arrays live in the Parquet file only
 
 
+def _assert_no_method_artifact(store: Store, run_id: int, points: list[PointRow],
+                                dict_frames: dict[int, pd.DataFrame]) -> None:
+    """A steady emulator run earns no method badge (domain/results/method_badges.py); the
+    ramp statistic is evaluated where the point has two waves or more (c=4: 16 requests)."""
+    from domain.results.frames import points_frame
+    from domain.results.method_badges import method_badges, ramp_of
+
+    frame = points_frame(p.as_dict() for p in store.points_for_comparison([run_id]))
+    assert method_badges(frame, dict_frames).empty, method_badges(frame, dict_frames)
+    [c4] = [p for p in points if p.concurrency == 4]
+    ramp = ramp_of(dict_frames[c4.id], 4)
+    print(f"\nsteady emulator run, c=4: {ramp.detail() if ramp else None}")
+    assert ramp is not None and not ramp.fires
+
+
 @pytest.mark.sglang
 @pytest.mark.slow
 def test_a_sweep_keeps_every_measured_request_per_point(store: Store, env: dict[str, str]) -> None:
@@ -145,6 +160,7 @@ def test_a_sweep_keeps_every_measured_request_per_point(store: Store, env: dict[
         # Warmup requests (1x concurrency) are not among them; starts are after the first measured one.
         assert frame.start_s.min() == 0.0 and frame.start_s.notna().all()
         assert (frame.output_len == TINY["output_len"]).all() and (frame.itl_ms.map(len) == 15).all()
+    _assert_no_method_artifact(store, run_id, points, frames)
     attempt_dir = Path(renv["BENCHDECK_WORK_DIR"]) / f"attempt-{store.attempts_of(run_id)[0].id}"
     first = points[0].id
     (attempt_dir / "requests" / "tiny_c1_r0.parquet").unlink()

@@ -15,7 +15,7 @@ import pandas as pd
 from domain.compare import comparability, config_diff, values
 from domain.compare.caveat import caveat_lines, changed_lines
 from domain.core.settings import Settings
-from domain.results import analysis, curve, definitions, difference, estimate_overlay, validity
+from domain.results import analysis, curve, definitions, difference, estimate_overlay, method_badges, validity
 from domain.results.headline import headline_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 
@@ -110,11 +110,14 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
                      requests: RequestSamples | None = None,
                      keep_cold: Collection[tuple[object, object, object]] = (),
                      bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None,
-                     practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT) -> Comparison:
+                     practical_threshold_pct: float = difference.DEFAULT_PRACTICAL_THRESHOLD_PCT,
+                     timelines: RequestSamples | None = None) -> Comparison:
     """``requests``: per-request samples by point id (pooled percentiles, bootstrap noise);
     ``bootstrap_memos``: their intervals computed before, by point id (analysis.summarise_points);
     ``keep_cold``: (run, scenario, concurrency) cold first points the user keeps in the
-    efficiency baseline and the knee (by default they are left out and badged)."""
+    efficiency baseline and the knee (by default they are left out and badged);
+    ``timelines``: the samples' per-request columns the method badges read
+    (method_badges.TIMELINE_COLUMNS; by default ``requests``)."""
     others = [r for r in dict.fromkeys(run_ids) if r != baseline_run_id]
     # Aligned first, so the analysis, the matrix, the charts and the exports all see one name.
     selected = align_scenarios(frame[frame["run_id"].isin([baseline_run_id, *others])], baseline_run_id)
@@ -123,7 +126,10 @@ def build_comparison(frame: pd.DataFrame, baseline_run_id: int, run_ids: Sequenc
     checklist = comparability.comparability_summary(matrix)
     flag_diff = config_diff.config_diff(selected, baseline_run_id, others)
     scaling = curve.scaling_efficiency(summary, keep=keep_cold)
-    badges = pd.concat([validity.validity_badges(selected), validity.curve_badges(scaling)], ignore_index=True)
+    method = method_badges.method_badges(selected, requests if timelines is None else timelines, summary=summary,
+                                         same_config=method_badges.same_config_runs(matrix, baseline_run_id))
+    badges = pd.concat([validity.validity_badges(selected), validity.curve_badges(scaling), method],
+                       ignore_index=True)
     return Comparison(
         frame=selected, baseline_run_id=baseline_run_id, run_ids=others, lang=lang,
         intended_to_differ=frozenset(intended_to_differ), summary=summary,
@@ -213,7 +219,8 @@ def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids:
                              settings: Settings, *, intended_to_differ: Collection[str] = frozenset(),
                              requests: RequestSamples | None = None,
                              keep_cold: Collection[tuple[object, object, object]] = (),
-                             bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None) -> Comparison:
+                             bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None,
+                             timelines: RequestSamples | None = None) -> Comparison:
     """build_comparison with the saturation rule, the p99 SLA and the practical threshold taken from the settings, as
     both the compare page and ``runner export`` use it."""
     return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
@@ -221,4 +228,4 @@ def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids:
                             sla_metric=settings.sla_metric if settings.sla_ms else None,
                             sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold,
                             bootstrap_memos=bootstrap_memos,
-                            practical_threshold_pct=settings.practical_threshold_pct)
+                            practical_threshold_pct=settings.practical_threshold_pct, timelines=timelines)

@@ -320,7 +320,7 @@ def _cached_comparison(frame: pd.DataFrame, baseline: int, others: tuple[int, ..
     memos = samples.memos()
     built = comparison_with_settings(frame, baseline, list(others), lang, get_settings(),
                                      intended_to_differ=frozenset(intended), requests=samples, keep_cold=keep,
-                                     bootstrap_memos=memos)
+                                     bootstrap_memos=memos, timelines=samples.timelines())
     keep_new_intervals(samples, memos)
     return built
 

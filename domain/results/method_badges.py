@@ -1,0 +1,350 @@
+"""Validity badges for artifacts of the measuring method itself: a point can be measured
+correctly and still not measure the steady load its label names.
+
+Four badges, each a statistic of the point with the numbers behind it in its detail
+(labels ``compare.badge.<name>``, one-sentence explanations ``badge.explain.<name>``;
+they join :mod:`domain.results.validity`'s table, so the compare page and every export show
+them as they show the others):
+
+``ramp_in_window``
+    The first requests' TTFT far above the rest.  With per-request samples (the runner's,
+    or an import's ``--output-details`` arrays), in the order the client issued them
+    (``start_s``; row order, which is the client's issue order, where unknown): the
+    median TTFT of the first wave (the first ``concurrency`` requests, all sent at once)
+    against the settled median (that of the second half of the requests).  It fires at
+    :data:`RAMP_FACTOR` or more; the detail gives the ratio and the share of the point's
+    requests affected (those of the first half above the factor times the settled median).
+    Without samples (a record of aggregates only) a ramp inside the point cannot be seen,
+    but one that covers a whole point can: under a closed loop on a warm server TTFT does
+    not fall as the concurrency rises (more requests share every prefill and decode step),
+    so a median TTFT :data:`RAMP_FACTOR` times that of the same run's next concurrency
+    (same scenario and repeat) was slowed by something that ended before the next point,
+    such as a server still warming up.  Its share is the bound the record's quantiles
+    give: at least half of the point's requests when its median is above the factor times
+    the next point's median.
+``steady_state_not_reached``
+    Throughput still trending over the point.  The point's successful requests in issue
+    order are split into two halves (windows); each half's throughput is Little's law
+    under the closed loop, concurrency × Σ output tokens / Σ E2E latency (a wall-clock
+    window would have its ends on the bursts of completions a lock-stepped closed loop
+    makes, and count one burst more or less).  The badge fires when the halves differ by
+    more than :data:`STEADY_TOLERANCE` and by more than :data:`STEADY_Z` times their noise:
+    each half's relative standard error of that ratio estimator, from its residuals over
+    their effective sample n(1 − ρ)/(1 + ρ) (ρ their lag-1 autocorrelation,
+    ``requests.lag1_autocorrelation``), as consecutive requests of a closed loop are
+    correlated.  Needs per-request samples (issue times not needed); unknown otherwise.
+``request_count_sensitive``
+    Where the compared points include two request counts at one concurrency for one
+    configuration (same run, or runs whose comparability checklist finds no difference but
+    the request count), and their median TTFT differs beyond the points' intervals
+    (``|Δ| > hypot(half-width A, half-width B)``, the rule of :mod:`domain.results.analysis`).
+``lengths_shrunk``
+    Range ratio below 1: bench_serving draws each length uniformly from
+    [ratio × L, L], so the realised mean lengths are well under the nominal ``input_len`` /
+    ``output_len`` the scenario is labelled with.  Realised means come from the server's own
+    counts (``server_prompt_tokens`` / ``server_generation_tokens``, runner/telemetry.py)
+    per completed request, else from the client record's totals (``total_input_tokens`` /
+    ``total_output_tokens``: the lengths it drew); the badge fires when either mean is
+    under :data:`SHRUNK_RATIO` of nominal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from domain.results.analysis import POINT, is_missing
+from domain.results.requests import RequestSamples, lag1_autocorrelation
+
+METHOD_BADGES = ("ramp_in_window", "steady_state_not_reached", "request_count_sensitive", "lengths_shrunk")
+# The per-request columns these badges read (no inter-token gaps: a page reads only these).
+TIMELINE_COLUMNS = ("request_idx", "success", "ttft_ms", "e2e_ms", "start_s", "output_len")
+BADGE_COLUMNS = ("run_id", "scenario", "concurrency", "repeat_idx", "badge", "detail")
+
+RAMP_FACTOR = 3.0  # first wave's median TTFT ≥ 3 × the settled median: "several-fold"
+RAMP_MIN_REQUESTS = 8  # fewer: a settled median of a handful of requests says little
+STEADY_TOLERANCE = 0.10  # the second half's throughput more than 10 % off the first's
+STEADY_Z = 3.0
+STEADY_MIN_REQUESTS = 16
+SHRUNK_RATIO = 0.90  # realised mean length under 90 % of the nominal one
+
+
+# -- ramp in the measured window ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ramp:
+    """The first wave's median TTFT over the settled median, and the requests affected."""
+
+    first_ms: float
+    settled_ms: float
+    wave: int
+    affected: int
+    n: int
+
+    @property
+    def ratio(self) -> float:
+        return self.first_ms / self.settled_ms if self.settled_ms > 0 else math.inf
+
+    @property
+    def fires(self) -> bool:
+        return self.ratio >= RAMP_FACTOR
+
+    def detail(self) -> str:
+        return (f"first {self.wave} requests' median TTFT {self.ratio:.1f}× the settled median "
+                f"({self.first_ms:.0f} vs {self.settled_ms:.0f} ms); {self.affected}/{self.n} requests "
+                f"({100 * self.affected / self.n:.0f} %) above {RAMP_FACTOR:g}×")
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A point's successful requests in the order the client sent them: by ``start_s``
+    where every one is known, else as stored (the client's issue order)."""
+
+    ttft_ms: np.ndarray
+    e2e_ms: np.ndarray
+    output_len: np.ndarray
+
+    @classmethod
+    def of(cls, requests: pd.DataFrame) -> Issued:
+        columns = {name: _floats(requests, name) for name in ("ttft_ms", "e2e_ms", "output_len", "start_s")}
+        ok = np.isfinite(columns["ttft_ms"])
+        if "success" in requests.columns:
+            ok &= requests["success"].fillna(False).to_numpy(dtype=bool)
+        starts = columns["start_s"][ok]
+        order = np.argsort(starts, kind="stable") if np.isfinite(starts).all() else np.arange(int(ok.sum()))
+        return cls(*(columns[name][ok][order] for name in ("ttft_ms", "e2e_ms", "output_len")))
+
+
+def _floats(requests: pd.DataFrame, column: str) -> np.ndarray:
+    """The column as floats in stored order (request_idx order), NaN where absent."""
+    if column not in requests.columns:
+        return np.full(len(requests), np.nan)
+    return pd.to_numeric(requests[column], errors="coerce").to_numpy(dtype=float)
+
+
+def ramp_of(requests: pd.DataFrame | Issued, concurrency: int) -> Ramp | None:
+    """The point's ramp statistic, or None with too few requests to tell."""
+    ttft = (requests if isinstance(requests, Issued) else Issued.of(requests)).ttft_ms
+    n, wave = len(ttft), max(int(concurrency), 1)
+    if n < max(RAMP_MIN_REQUESTS, 2 * wave):
+        return None
+    settled = float(np.median(ttft[n // 2:]))
+    affected = int((ttft[: n // 2] > RAMP_FACTOR * settled).sum())
+    return Ramp(float(np.median(ttft[:wave])), settled, wave, affected, n)
+
+
+def _cross_point_ramps(frame: pd.DataFrame) -> dict[tuple[Any, ...], str]:
+    """Per point key (run, scenario, concurrency, repeat): the detail where its median TTFT
+    is :data:`RAMP_FACTOR` times that of the next concurrency of its run and scenario."""
+    if "ttft_median_ms" not in frame.columns:
+        return {}
+    found = {}
+    narrow = frame[["run_id", "scenario", "concurrency", "repeat_idx", "ttft_median_ms"]].copy()
+    narrow["repeat_idx"] = narrow["repeat_idx"].fillna(0)
+    for _, curve in narrow.groupby(["run_id", "scenario", "repeat_idx"], sort=False):
+        rows = curve.sort_values("concurrency").to_dict("records")
+        for row, nxt in itertools.pairwise(rows):
+            here, there = row["ttft_median_ms"], nxt["ttft_median_ms"]
+            if is_missing(here) or is_missing(there) or there <= 0 or here < RAMP_FACTOR * there:
+                continue
+            found[_key(row)] = (f"median TTFT {here / there:.1f}× that at c={nxt['concurrency']:g} "
+                                f"({here:.0f} vs {there:.0f} ms): at least 50 % of the requests")
+    return found
+
+
+# -- steady state ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Output tok/s of the first and second half of the point's requests (issue order)."""
+
+    first_tok_s: float
+    second_tok_s: float
+    noise: float  # relative standard error of second/first
+
+    @property
+    def change(self) -> float:
+        return self.second_tok_s / self.first_tok_s - 1.0 if self.first_tok_s > 0 else math.inf
+
+    @property
+    def fires(self) -> bool:
+        return abs(self.change) > max(STEADY_TOLERANCE, STEADY_Z * self.noise)
+
+    def detail(self) -> str:
+        return (f"output {self.first_tok_s:.0f} → {self.second_tok_s:.0f} tok/s from the first half of the "
+                f"requests to the second ({100 * self.change:+.0f} %, noise ±{100 * self.noise:.0f} %)")
+
+
+def _half_rate(tokens: np.ndarray, e2e_s: np.ndarray, concurrency: int) -> tuple[float, float]:
+    """(tok/s, relative standard error) of one half: Little's law, c × Σtokens / Σe2e; the
+    error of that ratio estimator from its residuals, over their effective sample."""
+    ratio = float(tokens.sum() / e2e_s.sum())
+    residuals = tokens - ratio * e2e_s
+    rho = lag1_autocorrelation(residuals)
+    n_eff = len(tokens) * (1.0 - rho) / (1.0 + rho) if not math.isnan(rho) else float(len(tokens))
+    error = float(residuals.std(ddof=1)) / math.sqrt(max(n_eff, 1.0)) / float(e2e_s.mean()) / ratio
+    return concurrency * ratio, error
+
+
+def trend_of(requests: pd.DataFrame | Issued, concurrency: int) -> Trend | None:
+    """The throughput of the two halves, or None with fewer than
+    :data:`STEADY_MIN_REQUESTS` timed requests."""
+    issued = requests if isinstance(requests, Issued) else Issued.of(requests)
+    timed = np.isfinite(issued.output_len) & np.isfinite(issued.e2e_ms) & (issued.e2e_ms > 0)
+    tokens, e2e_s = issued.output_len[timed], issued.e2e_ms[timed] / 1e3
+    half = len(tokens) // 2
+    if half * 2 < STEADY_MIN_REQUESTS or tokens.sum() <= 0:
+        return None
+    (first, first_error), (second, second_error) = (_half_rate(tokens[part], e2e_s[part], max(concurrency, 1))
+                                                    for part in (slice(0, half), slice(half, None)))
+    return Trend(first, second, math.hypot(first_error, second_error))
+
+
+# -- lengths shrunk by range ratio ---------------------------------------------------------------------
+
+
+def _num(row: Mapping[str, Any], column: str) -> float | None:
+    value = row.get(column)
+    return None if value is None or is_missing(value) else float(value)
+
+
+def realised_means(row: Mapping[str, Any]) -> tuple[float, float, str] | None:
+    """(mean input, mean output, whose count) per completed request, or None unknown."""
+    completed = _num(row, "completed")
+    if not completed:
+        return None
+    for source, prompt, generated in (("server", "server_prompt_tokens", "server_generation_tokens"),
+                                      ("client", "total_input_tokens", "total_output_tokens")):
+        p, g = _num(row, prompt), _num(row, generated)
+        if p is not None and g is not None:
+            return p / completed, g / completed, source
+    return None
+
+
+def lengths_shrunk(row: Mapping[str, Any]) -> str | None:
+    ratio = _num(row, "random_range_ratio")
+    means = realised_means(row)
+    if ratio is None or ratio >= 1.0 or means is None:
+        return None
+    parts = [f"{name} {mean:.0f}/{nominal:g} ({100 * mean / nominal:.0f} %)"
+             for name, mean, nominal in (("input", means[0], _num(row, "input_len")),
+                                         ("output", means[1], _num(row, "output_len")))
+             if nominal and mean < SHRUNK_RATIO * nominal]
+    return f"mean {', '.join(parts)} at range ratio {ratio:g} ({means[2]} counts)" if parts else None
+
+
+# -- request-count sensitivity ----------------------------------------------------------------------
+
+
+def count_sensitivity(summary: pd.DataFrame, counts: Mapping[Any, float], same_config: Sequence[set[Any]]) -> (
+        Iterator[tuple[tuple[Any, ...], str]]):
+    """Per point of ``summary`` (run, scenario, concurrency): a detail where a point of the
+    same configuration (``same_config``: sets of run ids), scenario and concurrency but
+    another request count (``counts``: by (run, scenario, concurrency)) has a median TTFT
+    beyond both intervals."""
+    needed = {"ttft_p50", "ttft_p50_ci"}
+    if not needed <= set(summary.columns):
+        return
+    rows = summary[["run_id", *POINT, "ttft_p50", "ttft_p50_ci"]].to_dict("records")
+    for a in rows:
+        for b in rows:
+            detail = _differs_by_count(a, b, counts, same_config)
+            if detail is not None:
+                yield (a["run_id"], a["scenario"], a["concurrency"]), detail
+
+
+def _differs_by_count(a: Mapping[str, Any], b: Mapping[str, Any], counts: Mapping[Any, float],
+                      same_config: Sequence[set[Any]]) -> str | None:
+    key_a, key_b = ((r["run_id"], r["scenario"], r["concurrency"]) for r in (a, b))
+    n_a, n_b = counts.get(key_a), counts.get(key_b)
+    if key_a == key_b or (a["scenario"], a["concurrency"]) != (b["scenario"], b["concurrency"]) or \
+            n_a is None or n_b is None or n_a == n_b or \
+            not any(a["run_id"] in group and b["run_id"] in group for group in same_config):
+        return None
+    values = [a["ttft_p50"], b["ttft_p50"], a["ttft_p50_ci"], b["ttft_p50_ci"]]
+    if any(is_missing(v) for v in values) or abs(values[0] - values[1]) <= math.hypot(values[2], values[3]):
+        return None
+    return (f"median TTFT {values[0]:.0f} ms at {n_a:g} requests vs {values[1]:.0f} ms at {n_b:g} "
+            f"(#{b['run_id']}), beyond the intervals (±{values[2]:.0f}, ±{values[3]:.0f} ms)")
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    repeat = row.get("repeat_idx")
+    return row["run_id"], row["scenario"], row["concurrency"], 0 if repeat is None or is_missing(repeat) else repeat
+
+
+def _timeline(timelines: RequestSamples | None, row: Mapping[str, Any]) -> pd.DataFrame | None:
+    point_id = row.get("point_id")
+    if not timelines or point_id is None or is_missing(point_id):
+        return None
+    return timelines.get(int(point_id))
+
+
+def point_method_badges(row: Mapping[str, Any], timeline: pd.DataFrame | None,
+                        cross_ramp: str | None) -> Iterator[tuple[str, str]]:
+    """The badges one point (one repeat) earns from its own record and samples."""
+    issued = Issued.of(timeline) if timeline is not None else None
+    ramp = ramp_of(issued, int(row["concurrency"])) if issued is not None else None
+    if ramp is not None and ramp.fires:
+        yield "ramp_in_window", ramp.detail()
+    elif cross_ramp is not None:
+        yield "ramp_in_window", cross_ramp
+    trend = trend_of(issued, int(row["concurrency"])) if issued is not None else None
+    if trend is not None and trend.fires:
+        yield "steady_state_not_reached", trend.detail()
+    shrunk = lengths_shrunk(row)
+    if shrunk is not None:
+        yield "lengths_shrunk", shrunk
+
+
+def method_badges(frame: pd.DataFrame, timelines: RequestSamples | None = None, *,
+                  summary: pd.DataFrame | None = None,
+                  same_config: Sequence[set[Any]] = ()) -> pd.DataFrame:
+    """Long table, one row per (point, badge) fired; columns :data:`BADGE_COLUMNS`, as
+    :func:`domain.results.validity.validity_badges`.  ``timelines``: per-request samples by
+    ``point_id`` (only :data:`TIMELINE_COLUMNS` are read); ``summary`` and ``same_config``
+    for the request-count badge (see the module's docstring)."""
+    cross = _cross_point_ramps(frame)
+    records = [(row["run_id"], row["scenario"], row["concurrency"], row.get("repeat_idx"), badge, detail)
+               for row in frame.to_dict("records")
+               for badge, detail in point_method_badges(row, _timeline(timelines, row), cross.get(_key(row)))]
+    if summary is not None:
+        records += [(*key, None, "request_count_sensitive", detail)
+                    for key, detail in count_sensitivity(summary, request_counts(frame), same_config)]
+    return pd.DataFrame.from_records(records, columns=list(BADGE_COLUMNS))
+
+
+def request_counts(frame: pd.DataFrame) -> dict[tuple[Any, ...], float]:
+    """Per (run, scenario, concurrency): the requests each repeat asked for (``requested``),
+    where every repeat asked for the same number."""
+    if "requested" not in frame.columns:
+        return {}
+    counts = frame.groupby(["run_id", *POINT], sort=False)["requested"].agg(lambda s: set(s.dropna()))
+    return {key: float(next(iter(found))) for key, found in counts.items() if len(found) == 1}
+
+
+# Conditions that may differ between two runs whose points still count as one configuration
+# for the request-count badge: the request count itself and which points each run has.
+COUNT_CONDITIONS = frozenset({"num_prompts", "points"})
+
+
+def same_config_runs(matrix: pd.DataFrame, baseline_run_id: int) -> list[set[Any]]:
+    """The baseline with every run whose comparability matrix (domain/compare/comparability.py)
+    matches it on every condition but :data:`COUNT_CONDITIONS`; one group, or none."""
+    if matrix.empty:
+        return []
+    other = matrix[~matrix["condition"].isin(COUNT_CONDITIONS)]
+    apart = set(other.loc[other["state"] != "match", "run_id"])
+    group = {baseline_run_id, *(set(matrix["run_id"]) - apart)}
+    return [group] if len(group) > 1 else []

@@ -1,0 +1,199 @@
+"""Badges for artifacts of the measuring method (domain/results/method_badges.py): each
+fires on the case built for it, with the numbers behind it, and stays silent on a steady
+point; the ramp badge on the real client's records against a cold-started emulator
+(tests/fixtures/ramp_in_window/: a burst point fires, the steady one does not; the
+aggregate-only cold sweep is in tests/test_cold_sweep_fixture.py); every badge is
+labelled and explained in both languages, and reaches the comparison's badge table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from domain.compare.comparison import build_comparison
+from domain.core.i18n import LANGUAGES, t
+from domain.results.method_badges import (
+    METHOD_BADGES,
+    lengths_shrunk,
+    method_badges,
+    ramp_of,
+    same_config_runs,
+    trend_of,
+)
+from domain.results.request_table import request_table, requests_from_details
+from domain.results.validity import badge_explanation, badge_label
+from tests.conftest import ROOT
+
+RAMP_FIXTURE = ROOT / "tests" / "fixtures" / "ramp_in_window" / "points-0.5.23.jsonl"
+
+
+def fixture_points() -> dict[str, pd.DataFrame]:
+    """The fixture's two records as per-request samples, through the importer's adapter."""
+    lines = RAMP_FIXTURE.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line.replace("Infinity", "1e999")) for line in lines if line.strip()]
+    tables = {}
+    for name, record in zip(("burst", "steady"), records, strict=True):
+        requests = requests_from_details(record)
+        assert requests is not None
+        tables[name] = request_table(requests).to_pandas()
+    return tables
+
+
+def test_the_ramp_fires_on_the_burst_point_and_not_on_the_steady_one() -> None:
+    points = fixture_points()
+    burst, steady = (ramp_of(points[name], 8) for name in ("burst", "steady"))
+    assert burst is not None and steady is not None
+    print(f"\nburst: {burst.detail()}\nsteady: {steady.detail()}")
+    assert burst.fires and burst.ratio > 5 and (burst.wave, burst.affected, burst.n) == (8, 8, 64)
+    assert not steady.fires and steady.affected == 0
+    assert "8/64 requests (12 %)" in burst.detail()
+    # The throughput trend is within its noise on both (the ramp is eight requests of 64).
+    assert not any(trend.fires for trend in (trend_of(points[n], 8) for n in points) if trend is not None)
+
+
+# -- synthetic points -----------------------------------------------------------------------------
+
+
+def timeline(ttft: list[float] | np.ndarray, e2e: list[float] | np.ndarray | None = None,
+             output_len: int = 32) -> pd.DataFrame:
+    n = len(ttft)
+    e2e_ms = np.asarray(e2e, float) if e2e is not None else np.asarray(ttft, float) + 600.0
+    return pd.DataFrame({"request_idx": range(n), "success": True, "ttft_ms": ttft, "e2e_ms": e2e_ms,
+                         "start_s": np.nan, "output_len": output_len})
+
+
+def steady_ttft(n: int, seed: int = 3) -> np.ndarray:
+    return np.random.default_rng(seed).lognormal(np.log(80.0), 0.2, n)
+
+
+def test_a_steady_point_has_no_ramp_and_a_burst_one_does() -> None:
+    quiet = ramp_of(timeline(steady_ttft(80)), 8)
+    assert quiet is not None and not quiet.fires
+    ttft = steady_ttft(80)
+    ttft[:8] *= 6.0
+    loud = ramp_of(timeline(ttft), 8)
+    assert loud is not None and loud.fires and loud.affected == 8
+
+
+def test_issue_times_order_the_requests_when_known() -> None:
+    ttft = steady_ttft(40)
+    ttft[-8:] *= 6.0  # stored last, but issued first
+    points = timeline(ttft).assign(start_s=[*np.arange(8, 40) * 0.1, *np.zeros(8)])
+    ramp = ramp_of(points, 8)
+    assert ramp is not None and ramp.fires
+
+
+def test_too_few_requests_cannot_tell() -> None:
+    assert ramp_of(timeline(steady_ttft(6)), 1) is None
+    assert ramp_of(timeline(steady_ttft(12)), 8) is None  # not two waves
+
+
+def test_a_throughput_trend_is_steady_state_not_reached() -> None:
+    rng = np.random.default_rng(5)
+    e2e = np.linspace(1200.0, 600.0, 96) * rng.lognormal(0.0, 0.03, 96)  # the server speeds up all along
+    trend = trend_of(timeline(steady_ttft(96), e2e), 8)
+    assert trend is not None and trend.fires and trend.change > 0.3
+    flat = trend_of(timeline(steady_ttft(96), 600.0 * rng.lognormal(0.0, 0.03, 96)), 8)
+    assert flat is not None and not flat.fires
+    assert trend_of(timeline(steady_ttft(10)), 8) is None
+
+
+def test_a_trend_within_correlated_noise_does_not_fire() -> None:
+    """An AR(1) wander (ρ = 0.9) moves the halves apart by chance; the effective sample sees it."""
+    rng = np.random.default_rng(11)
+    log_e2e = np.zeros(64)
+    for i in range(1, 64):
+        log_e2e[i] = 0.9 * log_e2e[i - 1] + rng.normal(0.0, 0.08)
+    trend = trend_of(timeline(steady_ttft(64), 600.0 * np.exp(log_e2e)), 8)
+    assert trend is not None and not trend.fires, trend
+
+
+def row(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"run_id": 1, "scenario": "s", "concurrency": 8, "repeat_idx": 0, "completed": 80,
+                            "input_len": 1000, "output_len": 200, "random_range_ratio": 1.0,
+                            "server_prompt_tokens": 80_000.0, "server_generation_tokens": 16_000.0,
+                            "total_input_tokens": 80_000.0, "total_output_tokens": 16_000.0, "ttft_median_ms": 80.0}
+    base.update(overrides)
+    return base
+
+
+def test_range_ratio_below_1_shrinks_the_lengths() -> None:
+    assert lengths_shrunk(row()) is None
+    shrunk = row(random_range_ratio=0.0, server_prompt_tokens=80 * 500.5, server_generation_tokens=80 * 100.5)
+    assert lengths_shrunk(shrunk) == ("mean input 500/1000 (50 %), output 100/200 (50 %) at range ratio 0 "
+                                      "(server counts)")
+    client_only = row(random_range_ratio=0.8, server_prompt_tokens=None, server_generation_tokens=None,
+                      total_input_tokens=80 * 900.0, total_output_tokens=80 * 170.0)
+    assert lengths_shrunk(client_only) == "mean output 170/200 (85 %) at range ratio 0.8 (client counts)"
+
+
+def test_a_point_far_slower_than_the_next_concurrency_is_a_ramp_without_samples() -> None:
+    frame = pd.DataFrame([row(concurrency=1, ttft_median_ms=500.0), row(concurrency=2, ttft_median_ms=70.0),
+                          row(concurrency=4, ttft_median_ms=80.0)])
+    badges = method_badges(frame)
+    assert list(zip(badges["concurrency"], badges["badge"], strict=True)) == [(1, "ramp_in_window")]
+    assert badges.iloc[0]["detail"] == "median TTFT 7.1× that at c=2 (500 vs 70 ms): at least 50 % of the requests"
+
+
+def test_samples_give_the_ramp_its_share_by_point_id() -> None:
+    ttft = steady_ttft(64)
+    ttft[:8] *= 6.0
+    frame = pd.DataFrame([row(point_id=7)])
+    badges = method_badges(frame, {7: timeline(ttft)})
+    assert list(badges["badge"]) == ["ramp_in_window"] and "8/64 requests" in badges.iloc[0]["detail"]
+    assert method_badges(frame, {7: timeline(steady_ttft(64))}).empty
+
+
+# -- request-count sensitivity -----------------------------------------------------------------------
+
+
+def summary_of(ttft_a: float, ttft_b: float, ci: float) -> pd.DataFrame:
+    return pd.DataFrame({"run_id": [1, 2], "scenario": "s", "concurrency": 8, "ttft_p50": [ttft_a, ttft_b],
+                         "ttft_p50_ci": ci})
+
+
+def test_two_request_counts_at_one_concurrency_differing_beyond_the_intervals() -> None:
+    frame = pd.DataFrame([row(run_id=1, requested=80), row(run_id=2, requested=320)])
+    fired = method_badges(frame, summary=summary_of(80.0, 120.0, 5.0), same_config=[{1, 2}])
+    fired = fired[fired["badge"] == "request_count_sensitive"]
+    assert sorted(fired["run_id"]) == [1, 2]
+    assert fired.iloc[0]["detail"] == ("median TTFT 80 ms at 80 requests vs 120 ms at 320 (#2), beyond the "
+                                       "intervals (±5, ±5 ms)")
+    within = method_badges(frame, summary=summary_of(80.0, 86.0, 5.0), same_config=[{1, 2}])
+    assert "request_count_sensitive" not in set(within["badge"])
+    other_config = method_badges(frame, summary=summary_of(80.0, 120.0, 5.0), same_config=[])
+    assert "request_count_sensitive" not in set(other_config["badge"])
+
+
+def test_runs_differing_only_in_their_request_count_are_one_configuration() -> None:
+    matrix = pd.DataFrame({"run_id": [2, 2, 3, 3], "condition": ["num_prompts", "model", "num_prompts", "model"],
+                           "state": ["differ", "match", "differ", "differ"]})
+    assert same_config_runs(matrix, 1) == [{1, 2}]
+    assert same_config_runs(matrix[matrix["run_id"] == 3], 1) == []
+
+
+# -- labels and the comparison --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("badge", METHOD_BADGES)
+def test_every_method_badge_has_a_label_a_short_form_and_one_sentence(badge: str) -> None:
+    for lang in LANGUAGES:
+        assert badge_label(badge, lang) and t(f"compare_page.badge_short.{badge}", lang)
+        sentence = badge_explanation(badge, lang)
+        end = "。" if lang == "ja" else "."
+        assert sentence.endswith(end) and sentence.count(end) == 1, sentence
+
+
+def test_the_comparison_carries_the_method_badges() -> None:
+    from tests.test_badges import clean
+
+    frame = pd.DataFrame([clean(concurrency=1, ttft_median_ms=400.0, point_id=1),
+                          clean(concurrency=2, ttft_median_ms=60.0, point_id=2)])
+    frame["run_name"], frame["gpu_count"] = "r", 1
+    c = build_comparison(frame, 1, [1], "en")
+    ramp = c.badges[c.badges["badge"] == "ramp_in_window"]
+    assert list(ramp["concurrency"]) == [1] and ramp.iloc[0]["detail"].startswith("median TTFT 6.7× that at c=2")
