@@ -366,3 +366,24 @@ def test_a_picked_row_is_read_against_the_table_as_drawn(state: object, shown: l
     from pages.parts.runs_table import picked_run
 
     assert picked_run(state, shown) == run
+
+
+def test_compare_page_shows_a_ramp_in_the_measured_window(app_env: Path) -> None:
+    """The method badges (domain/results/method_badges.py) in the compare page's validity
+    table and legend: the real cold sweep (tests/fixtures/cold_first_point) imported in
+    process, its c=1 point a ramp."""
+    from db.imported_runs import import_file
+    from domain.importer.conditions import ImportConditions
+    from tests.support.actors import operator
+
+    store = Store(app_env)
+    store.migrate()
+    fixture = ROOT / "tests" / "fixtures" / "cold_first_point" / "sweep-0.5.23.jsonl"
+    [run] = import_file(store, fixture, ImportConditions(), actor=operator("t")).run_ids
+    at = open_page("compare", baseline=str(run), runs=str(run), lang="en")
+    at.session_state["compare.analysis_tab.en"] = "Validity"  # the analyses' tab, as a click opens it
+    at.run()
+    cells = _table_with(at, "ramp")[f"#{run}"].tolist()
+    assert [cell for cell in cells if "ramp" in cell] == ["cold, lengths ?, ramp"], cells
+    legend = " ".join(m.value for m in at.markdown)
+    assert "ramp = ramp in the measured window: The first requests' TTFT is several times" in legend
