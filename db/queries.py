@@ -292,6 +292,11 @@ WITH sel AS (
            sum(max) FILTER (WHERE source LIKE 'server%' AND metric = 'prompt_tokens_delta') AS server_prompt_tokens,
            sum(max) FILTER (WHERE source LIKE 'server%' AND metric = 'generation_tokens_delta')
                AS server_generation_tokens,
+           -- The run's GPUs' board power (the sampler reads only them): the sum of their window
+           -- means is the power of the point; the fewest samples of a GPU says the sample rate.
+           sum(mean) FILTER (WHERE source = 'gpu' AND metric = 'power_w') AS gpu_power_w_sum,
+           min(n) FILTER (WHERE source = 'gpu' AND metric = 'power_w') AS gpu_power_samples,
+           avg(mean) FILTER (WHERE source = 'gpu' AND metric = 'util_idle_share') AS gpu_idle_share,
            -- A server's 'unavailable' row (an external endpoint without /metrics) is not the GPU's.
            bool_or(source = 'gpu' AND metric = 'unavailable') AS gpu_unavailable
     FROM telemetry_summaries WHERE point_id IN (SELECT id FROM pts) GROUP BY point_id
@@ -300,7 +305,8 @@ SELECT p.*, r.name AS run_name, r.source, r.tags, r.submitted_at, c.engine, c.en
        c.gpu_type, c.gpu_count, c.topology, c.server_args, c.environment,
        a.startup_facts, a.host_info,
        t.gpu_util_mean, t.gpu_mem_peak_gb, t.kv_usage_peak, t.gpu_clock_event_reasons_max,
-       t.gpu_clock_event_reasons_any, t.server_prompt_tokens, t.server_generation_tokens, t.gpu_unavailable
+       t.gpu_clock_event_reasons_any, t.server_prompt_tokens, t.server_generation_tokens, t.gpu_unavailable,
+       t.gpu_power_w_sum, t.gpu_power_samples, t.gpu_idle_share
 FROM pts p
 JOIN runs r ON r.id = p.run_id
 JOIN configurations c ON c.id = r.configuration_id

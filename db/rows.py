@@ -239,6 +239,9 @@ class ComparisonPointRow(PointRow):
     server_prompt_tokens: float | None  # the server's own counts over the measured window
     server_generation_tokens: float | None
     gpu_unavailable: bool | None
+    gpu_power_w_sum: float | None  # the run's GPUs' mean board power over the window, summed
+    gpu_power_samples: int | None  # the fewest power samples of one GPU in the window
+    gpu_idle_share: float | None  # share of utilisation samples at 0 %, averaged over GPUs
 
 
 @dataclass(frozen=True)

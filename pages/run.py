@@ -28,6 +28,7 @@ from domain.plan.presets import GPUS
 from domain.plan.quotas import QuotaExceeded
 from domain.plan.run_plan import RunPlan
 from domain.render.charts import telemetry_sparklines
+from domain.results import energy
 from pages.parts.auth import can, current_actor
 from pages.parts.common import (
     cached_runners,
@@ -63,6 +64,9 @@ POINT_COLUMNS = {
 # or more decimals that no reader of this table can use.
 POINT_FORMATS = {**{name: "%.1f" for name in ("output tok/s", "total tok/s", "achieved conc.")},
                  **{name: "%.1f" for name in POINT_COLUMNS.values() if name.endswith("(ms)")}, "QPS": "%.2f"}
+
+# The energy columns (domain/results/energy.py): J/output token, J/request, and its validity in words.
+ENERGY_CELLS = {"compare.metric.j_per_token": "%.3f", "compare.metric.j_per_request": "%.1f", "slides.col.energy": None}
 
 
 def _run_id() -> int | None:
@@ -222,7 +226,7 @@ def failure(attempt: AttemptRow) -> None:
         st.warning(attempt.message or t("status.cancelled", lang), icon=":material/cancel:")
 
 
-def points_section(points: list[PointRow], run: RunRow) -> None:
+def points_section(points: list[PointRow], run: RunRow, telemetry: list[TelemetryRow]) -> None:
     st.subheader(t("run.points", lang, done=len(points), total=run.total_points))
     if not points:
         st.caption(t("run.no_points", lang))
@@ -230,8 +234,13 @@ def points_section(points: list[PointRow], run: RunRow) -> None:
     frame = pd.DataFrame(points)[list(POINT_COLUMNS)].rename(columns=POINT_COLUMNS)
     # Which host ran each point (a Ray node, or this runner host); imported points: unknown.
     frame[t("run.col_host", lang)] = [json.loads(p.timing or "{}").get("host") or "—" for p in points]
+    power = energy.power_by_point(telemetry)
+    cells = [energy.stored_point_energy(p, power.get(p.id), run.source, run.engine, lang) for p in points]
+    for position, key in enumerate(ENERGY_CELLS):
+        frame[t(key, lang)] = [cell[position] for cell in cells]
+    formats = {**POINT_FORMATS, **{t(key, lang): fmt for key, fmt in ENERGY_CELLS.items() if fmt}}
     st.dataframe(frame, hide_index=True, width="stretch",
-                 column_config={name: st.column_config.NumberColumn(format=fmt) for name, fmt in POINT_FORMATS.items()})
+                 column_config={name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()})
     show_picture(points_picture(points_chart_data(points)), t("run.points_chart_alt", lang))
     st.caption(t("run.pictures_note", lang))
 
@@ -401,7 +410,7 @@ def live(run_id: int, status_at_load: str) -> None:
         if latest is not None:
             failure(latest)
     with st.container():
-        points_section([p for p in points if latest is None or p.attempt_id == latest.id], run)
+        points_section([p for p in points if latest is None or p.attempt_id == latest.id], run, telemetry)
     with st.container():
         if latest is not None:
             telemetry_section(latest, telemetry)

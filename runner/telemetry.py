@@ -72,6 +72,9 @@ _DELTA_ROLE = {"prompt_tokens_delta": "prefill", "generation_tokens_delta": "dec
                "prefix_cache_queries_delta": "prefill", "prefix_cache_hits_delta": "prefill"}
 _PD_ROLES = ("prefill", "decode")
 
+# Derived from a GPU's util_pct samples: the share of them at 0 % (:func:`_idle_share_row`).
+IDLE_SHARE = "util_idle_share"
+
 # NVML's clock-event reasons are a bitmask: its summary is the OR of every sample.
 BITMASK_METRICS = frozenset({"clock_event_reasons"})
 
@@ -467,6 +470,7 @@ def summarise(samples: list[Sample], *, since: float | None) -> list[dict[str, A
     - a level (utilisation, memory, a gauge): ``mean``, ``p50`` and ``max`` of the samples;
     - BITMASK_METRICS (NVML's clock-event reasons): ``max`` is the bitwise OR of every
       sample's mask (a reason seen once counts), ``mean`` and ``p50`` are None;
+    - a GPU's ``util_pct`` also gives a ``util_idle_share`` row: the share of its samples at 0 %;
     - SERVER_COUNTERS and SCHEDULER_COUNTERS: not kept as such; each becomes a COUNTER_DELTAS row whose ``max`` is
       the counter's increase over the window, from the first reading at or after ``since``
       to the last (the sampler's final one, taken after the point ended), ``mean`` and
@@ -491,11 +495,21 @@ def summarise(samples: list[Sample], *, since: float | None) -> list[dict[str, A
         points.sort()
         if metric in COUNTER_DELTAS and points[0][0] > first_reading[source]:
             points.insert(0, (first_reading[source], 0.0))  # read before its first series existed
-        row = _summary_row(source, metric, [value for _, value in points], since)
-        if row is not None:
-            rows.append({"source": source, "device": device, "metric": row[0], "n": len(points), "mean": row[1],
-                         "p50": row[2], "max": row[3], "note": uuid})
+        values = [value for _, value in points]
+        found = [_summary_row(source, metric, values, since)]
+        if source == "gpu" and metric == "util_pct":
+            found.append(_idle_share_row(values))
+        rows += [{"source": source, "device": device, "metric": row[0], "n": len(points), "mean": row[1],
+                  "p50": row[2], "max": row[3], "note": uuid} for row in found if row is not None]
     return rows
+
+
+def _idle_share_row(util_pct: list[float]) -> SummaryValues:
+    """``util_idle_share``: the share of a GPU's samples at 0 % utilisation (its ``mean``,
+    and ``max``): how much of the window the GPU drew power without working
+    (domain/results/energy.py says it beside J/token)."""
+    share = sum(1 for value in util_pct if value <= 0.0) / len(util_pct)
+    return IDLE_SHARE, share, None, share
 
 
 SummaryValues = tuple[str, float | None, float | None, float]

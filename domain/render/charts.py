@@ -28,6 +28,7 @@ import pandas as pd
 from domain.core.i18n import t
 from domain.results import estimate_overlay
 from domain.results.analysis import POINT, metric_label, run_label
+from domain.results.energy import energy_label
 from domain.results.scaling_gap import CAUSES
 
 FONT = "Noto Sans CJK JP"
@@ -294,16 +295,18 @@ def gpu_chart(summary: pd.DataFrame, lang: str, *, saturation: pd.DataFrame | No
 
 def pareto_chart(pareto: pd.DataFrame, lang: str, stat: str = "p50") -> AnyChart:
     """Throughput per GPU against interactivity (tok/s/user), every point labelled with its
-    concurrency, the frontier (``on_frontier``) joined by a line and ringed; no point with
-    both values: :func:`no_data_chart`.  ``stat`` is the TPOT statistic the interactivity
-    was computed from (``curve.pareto_points``' ``tpot_<stat>``): the subtitle names it."""
+    concurrency and, where its power was sampled, its J/output token; the frontier
+    (``on_frontier``) joined by a line and ringed; no point with both values:
+    :func:`no_data_chart`.  ``stat`` is the TPOT statistic the interactivity was computed
+    from (``curve.pareto_points``' ``tpot_<stat>``): the subtitle names it."""
     subtitle = t("compare.chart.pareto_subtitle", lang, tpot=t(f"compare.chart.pareto_tpot.{stat}", lang))
     data = _numeric(pareto, ["interactivity", "throughput_per_gpu"])
     if data.empty:
         return no_data_chart(t("compare.chart.pareto_title", lang), subtitle, lang)
     data = _runs(data, lang)
     data["panel"] = data["scenario"].astype(str)
-    data["label"] = "c=" + data["concurrency"].astype(str)
+    data["label"] = ["c=" + str(c) + energy_label(j, lang) for c, j in
+                     zip(data["concurrency"], data.get("j_per_token", [None] * len(data)), strict=True)]
     x = alt.X("interactivity:Q", title=t("compare.chart.interactivity", lang), scale=alt.Scale(zero=False))
     y = alt.Y("throughput_per_gpu:Q", title=t("compare.chart.throughput_per_gpu", lang))
     points = alt.Chart().mark_point(filled=True, size=70).encode(

@@ -32,7 +32,7 @@ from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.core.markdown import NEWLINES, md_text
 from domain.render.workload_charts import workload_sections
-from domain.results import analysis, estimate_overlay, validity
+from domain.results import analysis, energy, estimate_overlay, validity
 
 CSV_ENCODING = "utf-8-sig"
 CAVEAT_PREFIX = "# "
@@ -95,7 +95,8 @@ def point_notes(c: Comparison) -> pd.DataFrame:
     scaling efficiency in % of linear (:func:`domain.results.curve.scaling_efficiency`),
     the concurrency it is measured from when the scaling frame says so, the saturation
     rule that fired at this point (if any), the validity badges in words (repeats
-    merged, plus the scaling frame's cold / super-linear marks when it carries them), and
+    merged, plus the scaling frame's cold / super-linear marks when it carries them, then the
+    energy figure's validity or why there is none: :func:`domain.results.energy.energy_note`), and
     measured ÷ estimated with what bounds the estimate (NaN and empty where the run or
     point has no estimate: :func:`domain.results.estimate_overlay.estimates_for`)."""
     keys = ["run_id", *analysis.POINT]
@@ -104,9 +105,12 @@ def point_notes(c: Comparison) -> pd.DataFrame:
     notes = notes.merge(_saturation_notes(c), on=keys, how="left")
     notes = notes.merge(_badge_notes(c), on=keys, how="left")
     notes = notes.merge(_estimate_notes(c), on=keys, how="left")
+    notes = notes.merge(energy.energy_notes(c.frame, c.lang), on=keys, how="left")
+    notes["energy"] = [t("energy.in_validity", c.lang, note=note) if isinstance(note, str) and note else ""
+                       for note in notes["energy"]]
     notes["saturation"] = [text if isinstance(text, str) else "" for text in notes["saturation"]]
     notes["validity"] = [", ".join(p for p in parts if isinstance(p, str) and p)
-                         for parts in zip(notes["badges"], notes["scaling_marks"], strict=True)]
+                         for parts in zip(notes["badges"], notes["scaling_marks"], notes["energy"], strict=True)]
     notes["estimate_bound"] = [text if isinstance(text, str) else "" for text in notes["estimate_bound"]]
     return notes[list(NOTE_COLUMNS)]
 

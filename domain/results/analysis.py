@@ -112,6 +112,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("kv_usage_peak", "kv_usage_peak", None),
     # More KV capacity means more requests fit before queueing: higher is better.
     Metric("kv_capacity", "max_total_num_tokens", "higher", exact=True),
+    # Energy from the run's GPUs' sampled power over the window (domain/results/energy.py).
+    Metric("j_per_token", "j_per_output_token", "lower"),
+    Metric("j_per_request", "j_per_request", "lower"),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 # The statistics a comparison asks a point's requests for (its intervals' memo key): what

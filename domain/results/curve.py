@@ -361,7 +361,7 @@ def goodput_reason_text(reason: str, lang: str) -> str:
 # -- Pareto --------------------------------------------------------------------------------------
 
 PARETO_COLUMNS = ("run_id", "run_name", "source", "scenario", "concurrency", "interactivity", "throughput_per_gpu",
-                  "on_frontier", "pareto_mark")
+                  "on_frontier", "pareto_mark", "j_per_token")
 PARETO_MARKS = ("front", "dominated", "ambiguous")
 TPOT_STATISTICS = ("tpot_p50", "tpot_p90", "tpot_p99")  # the selector's choices, where the summary has them
 
@@ -376,7 +376,9 @@ def pareto_points(summary: pd.DataFrame, tpot_metric: str = "tpot_p50") -> pd.Da
     intervals (``output_tok_s_ci`` and the TPOT statistic's, as the summary has them; none
     counts as a point): 'dominated' when another point of the scenario beats it on both
     axes even at the ends of both intervals, 'front' when no other point could beat it on
-    both anywhere within them, 'ambiguous' otherwise (the intervals overlap the front)."""
+    both anywhere within them, 'ambiguous' otherwise (the intervals overlap the front).
+    ``j_per_token``: the point's joules per output token (:mod:`domain.results.energy`; NaN
+    without power data), the view's third quantity: labelled beside each point, not ranked."""
     table = summary[["run_id", "run_name", "source", "scenario", "concurrency"]].copy()
     tpot = pd.to_numeric(summary[tpot_metric], errors="coerce")
     gpus = _gpus(summary)
@@ -386,7 +388,15 @@ def pareto_points(summary: pd.DataFrame, tpot_metric: str = "tpot_p50") -> pd.Da
     for _, rows in table.groupby("scenario", sort=False):
         table.loc[_frontier_index(rows), "on_frontier"] = True
     table["pareto_mark"] = _pareto_marks(table, summary, tpot, tpot_metric, gpus)
+    # The third axis: the point's energy per output token (NaN without power data), shown, not ranked.
+    table["j_per_token"] = _numeric_column(summary, "j_per_token")
     return table[list(PARETO_COLUMNS)]
+
+
+def _numeric_column(summary: pd.DataFrame, column: str) -> pd.Series:
+    if column not in summary.columns:
+        return pd.Series(np.nan, index=summary.index)
+    return pd.to_numeric(summary[column], errors="coerce")
 
 
 def _pareto_marks(table: pd.DataFrame, summary: pd.DataFrame, tpot: pd.Series, tpot_metric: str,

@@ -16,7 +16,9 @@ From the telemetry summaries (``db/queries.py`` POINTS_FOR_COMPARISON, written b
 ``runner/telemetry.py::summarise``): ``gpu_clock_event_reasons_any`` (NVML's clock-event
 reasons OR-ed over the samples and GPUs of the measured window) and
 ``server_prompt_tokens`` / ``server_generation_tokens`` (the server's own token counters'
-increase over that window).  ``host_healthy`` / ``host_health_detail`` are read from the
+increase over that window), ``gpu_power_w_sum`` / ``gpu_power_samples`` / ``gpu_idle_share``
+(the run's GPUs' power and idle share over that window, whence :mod:`domain.results.energy`'s
+J/token and J/request).  ``host_healthy`` / ``host_health_detail`` are read from the
 attempt's host record by :func:`domain.results.validity.host_health` (None: it cannot say).
 ``point_id`` is the point's row id in ``sweep_points``.
 """
@@ -31,6 +33,7 @@ import pandas as pd
 
 from domain.plan.topology import snapshot_gpus
 from domain.results.bench_record import METRIC_COLUMNS
+from domain.results.energy import energy_columns
 from domain.results.validity import host_health
 from domain.results.workload_columns import workload_columns
 
@@ -123,6 +126,9 @@ def point_row(row: Mapping[str, Any]) -> dict[str, Any]:
     out.update(workload_columns(conditions, record))  # workloads, arrivals, cache
     for column in METRIC_COLUMNS:
         out[column] = row.get(column)
+    out.update(gpu_power_w_sum=row.get("gpu_power_w_sum"), gpu_power_samples=row.get("gpu_power_samples"),
+               gpu_idle_share=row.get("gpu_idle_share"))
+    out.update(energy_columns(out))  # J/token and J/request from the power above (energy.py)
     return out
 
 

@@ -28,7 +28,7 @@ LATENCIES = ("ttft", "tpot", "itl", "e2e")
 # The metric table's choices: a kind is a metric, or a latency whose statistic the selector picks.
 KINDS = {"throughput": "output_tok_s", "total": "total_tok_s", "qps": "qps", "ttft": "ttft", "tpot": "tpot",
          "itl": "itl", "e2e": "e2e", "gpu_util": "gpu_util_mean", "gpu_mem": "gpu_mem_peak_gb",
-         "kv_usage": "kv_usage_peak", "kv_capacity": "kv_capacity"}
+         "kv_usage": "kv_usage_peak", "kv_capacity": "kv_capacity", "energy": "j_per_token"}
 DEFAULT_KINDS = ("throughput", "ttft", "tpot")
 NAME_CHARS = 18  # a run name longer than this is cut in headers; the full name is in the column's help
 NOT_COMPARABLE_MARK = "✗"  # a character every font has (an emoji needs an emoji font)
