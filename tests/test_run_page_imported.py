@@ -49,3 +49,6 @@ def test_an_imported_run_offers_nothing_that_launches_and_counts_its_points(app_
     page = open_page("run", run=str(imported), lang="en")
     assert not LAUNCHING & _offered(page), _offered(page)
     assert "Points (2/2)" in [s.value for s in page.subheader], [s.value for s in page.subheader]
+    # The points table's energy columns: an import carries no power (domain/results/energy.py).
+    points = page.dataframe[0].value
+    assert points["J/output token"].isna().all() and set(points["Energy"]) == {"no power data (emulated)"}
