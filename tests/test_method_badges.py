@@ -8,6 +8,7 @@ labelled and explained in both languages, and reaches the comparison's badge tab
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -170,10 +171,14 @@ def test_two_request_counts_at_one_concurrency_differing_beyond_the_intervals() 
 
 
 def test_runs_differing_only_in_their_request_count_are_one_configuration() -> None:
-    matrix = pd.DataFrame({"run_id": [2, 2, 3, 3], "condition": ["num_prompts", "model", "num_prompts", "model"],
-                           "state": ["differ", "match", "differ", "differ"]})
+    matrix = pd.DataFrame({"run_id": [2, 2, 3, 3, 4, 4], "condition": ["num_prompts", "model"] * 3,
+                           "state": ["differ", "match", "differ", "differ", "differ", "unknown"],
+                           "baseline_value": ["80", "m", "80", "m", "80", "m"],
+                           "value": ["320", "m", "320", "n", "320", "—"]})
     assert same_config_runs(matrix, 1) == [{1, 2}]
-    assert same_config_runs(matrix[matrix["run_id"] == 3], 1) == []
+    assert same_config_runs(matrix[matrix["run_id"] != 2], 1) == []  # another model, or one not stated
+    both_unstated = matrix[matrix["run_id"] == 4].assign(baseline_value="—")
+    assert same_config_runs(both_unstated, 1) == [{1, 4}]
 
 
 # -- labels and the comparison --------------------------------------------------------------------------
@@ -197,3 +202,26 @@ def test_the_comparison_carries_the_method_badges() -> None:
     c = build_comparison(frame, 1, [1], "en")
     ramp = c.badges[c.badges["badge"] == "ramp_in_window"]
     assert list(ramp["concurrency"]) == [1] and ramp.iloc[0]["detail"].startswith("median TTFT 6.7× that at c=2")
+
+
+def test_two_runs_differing_only_in_request_count_through_the_comparison() -> None:
+    """The comparison's own summary intervals (bootstrapped from the requests) and its
+    comparability matrix decide: 80 vs 320 requests at c=8, median TTFT 80 vs 120 ms."""
+    from tests.test_badges import clean
+
+    rng = np.random.default_rng(1)
+
+    def samples(n: int, ttft_ms: float) -> pd.DataFrame:
+        ttft = rng.lognormal(np.log(ttft_ms), 0.1, n)
+        return pd.DataFrame({"request_idx": range(n), "success": True, "input_len": 128, "output_len": 128,
+                             "ttft_ms": ttft, "tpot_ms": 10.0, "e2e_ms": ttft + 1270.0,
+                             "itl_ms": [[10.0] * 127] * n, "start_s": np.arange(n) * 0.1})
+
+    frame = pd.DataFrame([clean(run_id=run, point_id=run, requested=n, completed=n, num_prompts=n,
+                                server_prompt_tokens=128 * n, server_generation_tokens=128 * n, duration_s=n / 8)
+                          for run, n in ((1, 80), (2, 320))]).assign(run_name=["a", "b"], gpu_count=1)
+    c = build_comparison(frame, 1, [1, 2], "en", requests={1: samples(80, 80.0), 2: samples(320, 120.0)})
+    fired = c.badges[c.badges["badge"] == "request_count_sensitive"]
+    assert sorted(fired["run_id"]) == [1, 2], c.badges
+    assert re.fullmatch(r"median TTFT \d+ ms at 80 requests vs \d+ ms at 320 \(#2\), beyond the intervals .*",
+                        fired.iloc[0]["detail"]), fired

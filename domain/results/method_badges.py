@@ -34,10 +34,12 @@ them as they show the others):
     ``requests.lag1_autocorrelation``), as consecutive requests of a closed loop are
     correlated.  Needs per-request samples (issue times not needed); unknown otherwise.
 ``request_count_sensitive``
-    Where the compared points include two request counts at one concurrency for one
-    configuration (same run, or runs whose comparability checklist finds no difference but
-    the request count), and their median TTFT differs beyond the points' intervals
-    (``|Δ| > hypot(half-width A, half-width B)``, the rule of :mod:`domain.results.analysis`).
+    Two request counts at one concurrency for one configuration, whose median TTFT differs
+    beyond the points' intervals (``|Δ| > hypot(half-width A, half-width B)``, the rule of
+    :mod:`domain.results.analysis`).  A plan resolves one request count per concurrency
+    (``num_prompts``), so the two counts come from two compared runs: the baseline and each
+    run whose comparability matrix matches it on every condition but the request count and
+    the points measured (:func:`same_config_runs`).
 ``lengths_shrunk``
     Range ratio below 1: bench_serving draws each length uniformly from
     [ratio × L, L], so the realised mean lengths are well under the nominal ``input_len`` /
@@ -341,10 +343,13 @@ COUNT_CONDITIONS = frozenset({"num_prompts", "points"})
 
 def same_config_runs(matrix: pd.DataFrame, baseline_run_id: int) -> list[set[Any]]:
     """The baseline with every run whose comparability matrix (domain/compare/comparability.py)
-    matches it on every condition but :data:`COUNT_CONDITIONS`; one group, or none."""
+    matches it on every condition but :data:`COUNT_CONDITIONS`; one group, or none.  A
+    condition that neither run's record states (both values missing) is not held against
+    them; one that only one states, or that differs, is."""
     if matrix.empty:
         return []
     other = matrix[~matrix["condition"].isin(COUNT_CONDITIONS)]
-    apart = set(other.loc[other["state"] != "match", "run_id"])
+    unknown_apart = (other["state"] == "unknown") & (other["baseline_value"] != other["value"])
+    apart = set(other.loc[other["state"].isin(["differ", "intended"]) | unknown_apart, "run_id"])
     group = {baseline_run_id, *(set(matrix["run_id"]) - apart)}
     return [group] if len(group) > 1 else []
