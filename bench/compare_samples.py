@@ -56,13 +56,14 @@ def _with_samples(store: Store, run_ids: list[int], directory: Path) -> int:
 def _comparison(store: Store, run_ids: list[int]) -> tuple[float, int]:
     """(seconds, samples files read) for the comparison as the page builds it
     (pages/parts/selection.py ``_cached_comparison``): the points, the intervals kept beside
-    their samples, the comparison (which reads the samples it needs), the new intervals kept."""
+    their samples, the comparison (which reads the samples it needs, and the per-request
+    columns the method badges read: ``SampleFiles.timelines``), the new intervals kept."""
     started = time.perf_counter()
     frame = points_frame(p.as_dict() for p in store.points_for_comparison(run_ids))
     files = store.sample_files([int(p) for p in frame["point_id"].dropna()])
     memos = files.memos()
     comparison_with_settings(frame, run_ids[0], run_ids[1:], "en", Settings(), requests=files,
-                             bootstrap_memos=memos)
+                             bootstrap_memos=memos, timelines=files.timelines())
     read = files.read()
     keep_memos(read, memos)
     return time.perf_counter() - started, len(read)

@@ -19,6 +19,7 @@ from domain.compare.comparison import build_comparison
 from domain.core.i18n import LANGUAGES, t
 from domain.results.method_badges import (
     METHOD_BADGES,
+    Issued,
     lengths_shrunk,
     method_badges,
     ramp_of,
@@ -225,3 +226,19 @@ def test_two_runs_differing_only_in_request_count_through_the_comparison() -> No
     assert sorted(fired["run_id"]) == [1, 2], c.badges
     assert re.fullmatch(r"median TTFT \d+ ms at 80 requests vs \d+ ms at 320 \(#2\), beyond the intervals .*",
                         fired.iloc[0]["detail"]), fired
+
+
+def test_no_false_ramp_or_trend_over_200_steady_points() -> None:
+    """Independent requests (lognormal TTFT of sigma 0.4 and E2E of sigma 0.2, as the
+    bench's synthetic samples) at the plan's default grid, ten requests per slot: the
+    first wave's median and the halves' throughput stay within what chance explains."""
+    rng = np.random.default_rng(17)
+    fired = []
+    for i in range(200):
+        concurrency = (1, 2, 4, 8, 12, 16, 24, 32)[i % 8]
+        n = 10 * concurrency
+        points = Issued(rng.lognormal(np.log(50.0), 0.4, n), rng.lognormal(np.log(1000.0), 0.2, n), np.full(n, 128.0))
+        ramp, trend = ramp_of(points, concurrency), trend_of(points, concurrency)
+        fired += [(i, "ramp") for _ in [ramp] if ramp is not None and ramp.fires]
+        fired += [(i, "trend") for _ in [trend] if trend is not None and trend.fires]
+    assert fired == []

@@ -10,7 +10,8 @@ them as they show the others):
     The first requests' TTFT far above the rest.  With per-request samples (the runner's,
     or an import's ``--output-details`` arrays), in the order the client issued them
     (``start_s``; row order, which is the client's issue order, where unknown): the
-    median TTFT of the first wave (the first ``concurrency`` requests, all sent at once)
+    median TTFT of the first wave (the first ``concurrency`` requests, all sent at once;
+    at least :data:`RAMP_MIN_WAVE`)
     against the settled median (that of the second half of the requests).  It fires at
     :data:`RAMP_FACTOR` or more; the detail gives the ratio and the share of the point's
     requests affected (those of the first half above the factor times the settled median).
@@ -23,16 +24,16 @@ them as they show the others):
     give: at least half of the point's requests when its median is above the factor times
     the next point's median.
 ``steady_state_not_reached``
-    Throughput still trending over the point.  The point's successful requests in issue
-    order are split into two halves (windows); each half's throughput is Little's law
-    under the closed loop, concurrency × Σ output tokens / Σ E2E latency (a wall-clock
-    window would have its ends on the bursts of completions a lock-stepped closed loop
-    makes, and count one burst more or less).  The badge fires when the halves differ by
-    more than :data:`STEADY_TOLERANCE` and by more than :data:`STEADY_Z` times their noise:
-    each half's relative standard error of that ratio estimator, from its residuals over
-    their effective sample n(1 − ρ)/(1 + ρ) (ρ their lag-1 autocorrelation,
-    ``requests.lag1_autocorrelation``), as consecutive requests of a closed loop are
-    correlated.  Needs per-request samples (issue times not needed); unknown otherwise.
+    Throughput still trending over the point.  Under the closed loop the point's throughput
+    is concurrency × output tokens / E2E latency (Little's law), so its trend is that of
+    each request's time per output token (E2E / output length) in issue order: a straight
+    line is fitted through them, and the throughput at the first and at the last request
+    read off it.  The badge fires when they differ by more than :data:`STEADY_TOLERANCE`
+    and by more than :data:`STEADY_Z` times the noise of that change: the slope's standard
+    error from the fit's residuals, inflated by (1 + ρ)/(1 − ρ) for their lag-1
+    autocorrelation ρ (``requests.lag1_autocorrelation``), as consecutive requests of a
+    closed loop are correlated (the residuals are taken about the line, so the trend itself
+    does not pass for correlation).  Needs per-request samples; unknown otherwise.
 ``request_count_sensitive``
     Two request counts at one concurrency for one configuration, whose median TTFT differs
     beyond the points' intervals (``|Δ| > hypot(half-width A, half-width B)``, the rule of
@@ -71,8 +72,11 @@ BADGE_COLUMNS = ("run_id", "scenario", "concurrency", "repeat_idx", "badge", "de
 
 RAMP_FACTOR = 3.0  # first wave's median TTFT ≥ 3 × the settled median: "several-fold"
 RAMP_MIN_REQUESTS = 8  # fewer: a settled median of a handful of requests says little
+# The first wave is at least this many requests: one slow request at c=1 is chance as often
+# as not (a lognormal TTFT of sigma 0.4 is 3 × its median once in 300), four in a row are not.
+RAMP_MIN_WAVE = 4
 STEADY_TOLERANCE = 0.10  # the second half's throughput more than 10 % off the first's
-STEADY_Z = 3.0
+STEADY_Z = 4.0  # as validity.SPREAD_Z: two-sided p ~ 6e-5 under the normal approximation
 STEADY_MIN_REQUESTS = 16
 SHRUNK_RATIO = 0.90  # realised mean length under 90 % of the nominal one
 
@@ -134,7 +138,7 @@ def _floats(requests: pd.DataFrame, column: str) -> np.ndarray:
 def ramp_of(requests: pd.DataFrame | Issued, concurrency: int) -> Ramp | None:
     """The point's ramp statistic, or None with too few requests to tell."""
     ttft = (requests if isinstance(requests, Issued) else Issued.of(requests)).ttft_ms
-    n, wave = len(ttft), max(int(concurrency), 1)
+    n, wave = len(ttft), max(int(concurrency), RAMP_MIN_WAVE)
     if n < max(RAMP_MIN_REQUESTS, 2 * wave):
         return None
     settled = float(np.median(ttft[n // 2:]))
@@ -166,48 +170,47 @@ def _cross_point_ramps(frame: pd.DataFrame) -> dict[tuple[Any, ...], str]:
 
 @dataclass(frozen=True)
 class Trend:
-    """Output tok/s of the first and second half of the point's requests (issue order)."""
+    """Output tok/s at the point's first and last request, read off a straight line fitted
+    through the requests' time per token in issue order, and the noise of their ratio."""
 
     first_tok_s: float
-    second_tok_s: float
-    noise: float  # relative standard error of second/first
+    last_tok_s: float
+    noise: float  # standard error of the relative change
 
     @property
     def change(self) -> float:
-        return self.second_tok_s / self.first_tok_s - 1.0 if self.first_tok_s > 0 else math.inf
+        return self.last_tok_s / self.first_tok_s - 1.0
 
     @property
     def fires(self) -> bool:
         return abs(self.change) > max(STEADY_TOLERANCE, STEADY_Z * self.noise)
 
     def detail(self) -> str:
-        return (f"output {self.first_tok_s:.0f} → {self.second_tok_s:.0f} tok/s from the first half of the "
-                f"requests to the second ({100 * self.change:+.0f} %, noise ±{100 * self.noise:.0f} %)")
-
-
-def _half_rate(tokens: np.ndarray, e2e_s: np.ndarray, concurrency: int) -> tuple[float, float]:
-    """(tok/s, relative standard error) of one half: Little's law, c × Σtokens / Σe2e; the
-    error of that ratio estimator from its residuals, over their effective sample."""
-    ratio = float(tokens.sum() / e2e_s.sum())
-    residuals = tokens - ratio * e2e_s
-    rho = lag1_autocorrelation(residuals)
-    n_eff = len(tokens) * (1.0 - rho) / (1.0 + rho) if not math.isnan(rho) else float(len(tokens))
-    error = float(residuals.std(ddof=1)) / math.sqrt(max(n_eff, 1.0)) / float(e2e_s.mean()) / ratio
-    return concurrency * ratio, error
+        return (f"output {self.first_tok_s:.0f} → {self.last_tok_s:.0f} tok/s from the first request to the last "
+                f"({100 * self.change:+.0f} %, noise ±{100 * self.noise:.0f} %)")
 
 
 def trend_of(requests: pd.DataFrame | Issued, concurrency: int) -> Trend | None:
-    """The throughput of the two halves, or None with fewer than
-    :data:`STEADY_MIN_REQUESTS` timed requests."""
+    """The fitted throughput trend, or None with fewer than :data:`STEADY_MIN_REQUESTS`
+    timed requests (or a fit that leaves the positive range)."""
     issued = requests if isinstance(requests, Issued) else Issued.of(requests)
-    timed = np.isfinite(issued.output_len) & np.isfinite(issued.e2e_ms) & (issued.e2e_ms > 0)
-    tokens, e2e_s = issued.output_len[timed], issued.e2e_ms[timed] / 1e3
-    half = len(tokens) // 2
-    if half * 2 < STEADY_MIN_REQUESTS or tokens.sum() <= 0:
+    timed = np.isfinite(issued.output_len) & np.isfinite(issued.e2e_ms) & (issued.e2e_ms > 0) & (issued.output_len > 0)
+    per_token = issued.e2e_ms[timed] / 1e3 / issued.output_len[timed]  # seconds per output token
+    n = len(per_token)
+    if n < STEADY_MIN_REQUESTS:
         return None
-    (first, first_error), (second, second_error) = (_half_rate(tokens[part], e2e_s[part], max(concurrency, 1))
-                                                    for part in (slice(0, half), slice(half, None)))
-    return Trend(first, second, math.hypot(first_error, second_error))
+    index = np.arange(n, dtype=float)
+    slope, intercept = np.polyfit(index, per_token, 1)
+    first, last = float(intercept), float(intercept + slope * (n - 1))
+    if first <= 0 or last <= 0:
+        return None
+    residuals = per_token - (intercept + slope * index)
+    rho = lag1_autocorrelation(residuals)
+    inflation = 1.0 if math.isnan(rho) else (1.0 + rho) / (1.0 - rho)
+    slope_error = math.sqrt(float(residuals @ residuals) / (n - 2) / float(((index - index.mean()) ** 2).sum())
+                            * inflation)
+    c = max(concurrency, 1)
+    return Trend(c / first, c / last, slope_error * (n - 1) / float(per_token.mean()))
 
 
 # -- lengths shrunk by range ratio ---------------------------------------------------------------------
