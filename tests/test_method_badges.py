@@ -1,13 +1,12 @@
 """Badges for artifacts of the measuring method (domain/results/method_badges.py): each
 fires on the case built for it, with the numbers behind it, and stays silent on a steady
 point; the ramp badge on the real client's records against a cold-started emulator
-(tests/fixtures/ramp_in_window/: a burst point fires, the steady one does not; the
+(tests/fixtures/ramp_in_window/, imported: a burst point fires, the steady one does not; the
 aggregate-only cold sweep is in tests/test_cold_sweep_fixture.py); every badge is
 labelled and explained in both languages, and reaches the comparison's badge table."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from db.sample_files import SampleFiles
 from domain.compare.comparison import build_comparison
 from domain.core.i18n import LANGUAGES, t
 from domain.results.method_badges import (
@@ -26,27 +26,39 @@ from domain.results.method_badges import (
     same_config_runs,
     trend_of,
 )
-from domain.results.request_table import request_table, requests_from_details
 from domain.results.validity import badge_explanation, badge_label
 from tests.conftest import ROOT
 
 RAMP_FIXTURE = ROOT / "tests" / "fixtures" / "ramp_in_window" / "points-0.5.23.jsonl"
 
 
-def fixture_points() -> dict[str, pd.DataFrame]:
-    """The fixture's two records as per-request samples, through the importer's adapter."""
-    lines = RAMP_FIXTURE.read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line.replace("Infinity", "1e999")) for line in lines if line.strip()]
-    tables = {}
-    for name, record in zip(("burst", "steady"), records, strict=True):
-        requests = requests_from_details(record)
-        assert requests is not None
-        tables[name] = request_table(requests).to_pandas()
-    return tables
+@pytest.fixture(scope="module")
+def imported_ramp(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, pd.DataFrame, SampleFiles]:
+    """The fixture through the importer into a real DuckDB store: its run, its points frame
+    (one point at c=8, repeat 0 the burst, repeat 1 the steady one) and their samples."""
+    from db import Store
+    from db.imported_runs import import_file
+    from domain.importer.conditions import ImportConditions
+    from domain.results.frames import points_frame
+    from tests.support.actors import operator
+
+    store = Store(tmp_path_factory.mktemp("ramp") / "bench.duckdb", lock_timeout_s=10)
+    store.migrate()
+    [run] = import_file(store, RAMP_FIXTURE, ImportConditions(), actor=operator("t")).run_ids
+    frame = points_frame(p.as_dict() for p in store.points_for_comparison([run]))
+    return run, frame, store.sample_files([int(p) for p in frame["point_id"]])
 
 
-def test_the_ramp_fires_on_the_burst_point_and_not_on_the_steady_one() -> None:
-    points = fixture_points()
+def fixture_points(imported: tuple[int, pd.DataFrame, SampleFiles]) -> dict[str, pd.DataFrame]:
+    """The two records' per-request columns, as the compare page reads them."""
+    _, frame, files = imported
+    by_repeat = dict(zip(frame["repeat_idx"], frame["point_id"], strict=True))
+    return {name: files.timelines()[int(by_repeat[repeat])] for name, repeat in (("burst", 0), ("steady", 1))}
+
+
+def test_the_ramp_fires_on_the_burst_point_and_not_on_the_steady_one(
+        imported_ramp: tuple[int, pd.DataFrame, SampleFiles]) -> None:
+    points = fixture_points(imported_ramp)
     burst, steady = (ramp_of(points[name], 8) for name in ("burst", "steady"))
     assert burst is not None and steady is not None
     print(f"\nburst: {burst.detail()}\nsteady: {steady.detail()}")
@@ -242,3 +254,16 @@ def test_no_false_ramp_or_trend_over_200_steady_points() -> None:
         fired += [(i, "ramp") for _ in [ramp] if ramp is not None and ramp.fires]
         fired += [(i, "trend") for _ in [trend] if trend is not None and trend.fires]
     assert fired == []
+
+
+def test_the_imported_fixture_is_badged_from_the_columns_the_page_reads(
+        imported_ramp: tuple[int, pd.DataFrame, SampleFiles]) -> None:
+    """The comparison as the compare page builds it (pages/parts/selection.py,
+    ``timelines``): the burst repeat is a ramp, read from the few per-request columns
+    (db/sample_timelines.py), no samples file read whole."""
+    run, frame, files = imported_ramp
+    c = build_comparison(frame, run, [run], "en", timelines=files.timelines())
+    ramp = c.badges[c.badges["badge"] == "ramp_in_window"]
+    assert list(zip(ramp["concurrency"], ramp["repeat_idx"], strict=True)) == [(8, 0)], c.badges
+    assert ramp.iloc[0]["detail"].endswith("8/64 requests (12 %) above 3×")
+    assert files.read() == {}  # no samples file read whole: the badges read only their columns
