@@ -11,8 +11,8 @@ them as they show the others):
     or an import's ``--output-details`` arrays), in the order the client issued them
     (``start_s``; row order, which is the client's issue order, where unknown): the
     median TTFT of the first wave (the first ``concurrency`` requests, all sent at once;
-    at least :data:`RAMP_MIN_WAVE`)
-    against the settled median (that of the second half of the requests).  It fires at
+    at least :data:`RAMP_MIN_WAVE`) against the settled median (that of the second half of
+    the requests).  It fires at
     :data:`RAMP_FACTOR` or more; the detail gives the ratio and the share of the point's
     requests affected (those of the first half above the factor times the settled median).
     Without samples (a record of aggregates only) a ramp inside the point cannot be seen,
@@ -64,18 +64,18 @@ import pandas as pd
 
 from domain.results.analysis import POINT, is_missing
 from domain.results.requests import RequestSamples, lag1_autocorrelation
+from domain.results.validity import BADGE_COLUMNS
 
 METHOD_BADGES = ("ramp_in_window", "steady_state_not_reached", "request_count_sensitive", "lengths_shrunk")
 # The per-request columns these badges read (no inter-token gaps: a page reads only these).
 TIMELINE_COLUMNS = ("request_idx", "success", "ttft_ms", "e2e_ms", "start_s", "output_len")
-BADGE_COLUMNS = ("run_id", "scenario", "concurrency", "repeat_idx", "badge", "detail")
 
 RAMP_FACTOR = 3.0  # first wave's median TTFT ≥ 3 × the settled median: "several-fold"
 RAMP_MIN_REQUESTS = 8  # fewer: a settled median of a handful of requests says little
-# The first wave is at least this many requests: one slow request at c=1 is chance as often
-# as not (a lognormal TTFT of sigma 0.4 is 3 × its median once in 300), four in a row are not.
+# The first wave is at least this many requests: one slow request at c=1 is too often chance
+# (a lognormal TTFT of sigma 0.4 is 3 × its median once in 300 requests); four in a row are not.
 RAMP_MIN_WAVE = 4
-STEADY_TOLERANCE = 0.10  # the second half's throughput more than 10 % off the first's
+STEADY_TOLERANCE = 0.10  # fitted throughput at the last request more than 10 % off that at the first
 STEADY_Z = 4.0  # as validity.SPREAD_Z: two-sided p ~ 6e-5 under the normal approximation
 STEADY_MIN_REQUESTS = 16
 SHRUNK_RATIO = 0.90  # realised mean length under 90 % of the nominal one
