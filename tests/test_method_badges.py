@@ -91,6 +91,8 @@ def test_a_steady_point_has_no_ramp_and_a_burst_one_does() -> None:
     ttft[:8] *= 6.0
     loud = ramp_of(timeline(ttft), 8)
     assert loud is not None and loud.fires and loud.affected == 8
+    small = ramp_of(timeline(ttft / 8.0), 8)  # the same shape around 10 ms: a few tens of ms of excess
+    assert small is not None and small.ratio > 5 and not small.fires
 
 
 def test_issue_times_order_the_requests_when_known() -> None:

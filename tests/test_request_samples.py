@@ -131,16 +131,18 @@ def _assert_samples_match_the_record(point: PointRow, frame: pd.DataFrame, *, e2
 def _assert_no_method_artifact(store: Store, run_id: int, points: list[PointRow],
                                 dict_frames: dict[int, pd.DataFrame]) -> None:
     """A steady emulator run earns no method badge (domain/results/method_badges.py); the
-    ramp statistic is evaluated where the point has two waves or more (c=4: 16 requests)."""
+    ramp and the throughput trend are evaluated where the point has requests enough (c=4:
+    16 requests, four waves)."""
     from domain.results.frames import points_frame
-    from domain.results.method_badges import method_badges, ramp_of
+    from domain.results.method_badges import method_badges, ramp_of, trend_of
 
     frame = points_frame(p.as_dict() for p in store.points_for_comparison([run_id]))
     assert method_badges(frame, dict_frames).empty, method_badges(frame, dict_frames)
     [c4] = [p for p in points if p.concurrency == 4]
-    ramp = ramp_of(dict_frames[c4.id], 4)
-    print(f"\nsteady emulator run, c=4: {ramp.detail() if ramp else None}")
+    ramp, trend = ramp_of(dict_frames[c4.id], 4), trend_of(dict_frames[c4.id], 4)
+    print(f"\nsteady emulator run, c=4: {ramp.detail() if ramp else None}; {trend.detail() if trend else None}")
     assert ramp is not None and not ramp.fires
+    assert trend is not None and not trend.fires
 
 
 @pytest.mark.sglang

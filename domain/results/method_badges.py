@@ -12,17 +12,18 @@ them as they show the others):
     (``start_s``; row order, which is the client's issue order, where unknown): the
     median TTFT of the first wave (the first ``concurrency`` requests, all sent at once;
     at least :data:`RAMP_MIN_WAVE`) against the settled median (that of the second half of
-    the requests).  It fires at
-    :data:`RAMP_FACTOR` or more; the detail gives the ratio and the share of the point's
-    requests affected (those of the first half above the factor times the settled median).
+    the requests).  It fires at :data:`RAMP_FACTOR` times or more and
+    :data:`RAMP_MIN_EXCESS_MS` above it (:func:`ramp_fires`); the detail gives the ratio
+    and the share of the point's requests affected (those of the first half above the
+    factor times the settled median).
     Without samples (a record of aggregates only) a ramp inside the point cannot be seen,
     but one that covers a whole point can: under a closed loop on a warm server TTFT does
     not fall as the concurrency rises (more requests share every prefill and decode step),
-    so a median TTFT :data:`RAMP_FACTOR` times that of the same run's next concurrency
-    (same scenario and repeat) was slowed by something that ended before the next point,
-    such as a server still warming up.  Its share is the bound the record's quantiles
-    give: at least half of the point's requests when its median is above the factor times
-    the next point's median.
+    so a median TTFT that far above that of the same run's next concurrency (same scenario
+    and repeat) was slowed by something that ended before the next point, such as a
+    server still warming up.  Its share is the bound the record's quantiles give: at
+    least half of the point's requests, its median being above the next point's by that
+    much.
 ``steady_state_not_reached``
     Throughput still trending over the point.  Under the closed loop the point's throughput
     is concurrency × output tokens / E2E latency (Little's law), so its trend is that of
@@ -71,6 +72,9 @@ METHOD_BADGES = ("ramp_in_window", "steady_state_not_reached", "request_count_se
 TIMELINE_COLUMNS = ("request_idx", "success", "ttft_ms", "e2e_ms", "start_s", "output_len")
 
 RAMP_FACTOR = 3.0  # first wave's median TTFT ≥ 3 × the settled median: "several-fold"
+# ... and at least this much above it in absolute terms: a smaller excess is within what a busy
+# client host adds when it sends a whole wave at once, and inflates no tail figure that matters.
+RAMP_MIN_EXCESS_MS = 100.0
 RAMP_MIN_REQUESTS = 8  # fewer: a settled median of a handful of requests says little
 # The first wave is at least this many requests: one slow request at c=1 is too often chance
 # (a lognormal TTFT of sigma 0.4 is 3 × its median once in 300 requests); four in a row are not.
@@ -100,12 +104,17 @@ class Ramp:
 
     @property
     def fires(self) -> bool:
-        return self.ratio >= RAMP_FACTOR
+        return ramp_fires(self.first_ms, self.settled_ms)
 
     def detail(self) -> str:
         return (f"first {self.wave} requests' median TTFT {self.ratio:.1f}× the settled median "
                 f"({self.first_ms:.0f} vs {self.settled_ms:.0f} ms); {self.affected}/{self.n} requests "
                 f"({100 * self.affected / self.n:.0f} %) above {RAMP_FACTOR:g}×")
+
+
+def ramp_fires(slow_ms: float, settled_ms: float) -> bool:
+    """Several-fold (:data:`RAMP_FACTOR`) and by :data:`RAMP_MIN_EXCESS_MS` or more."""
+    return slow_ms >= RAMP_FACTOR * settled_ms and slow_ms - settled_ms >= RAMP_MIN_EXCESS_MS
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ def _cross_point_ramps(frame: pd.DataFrame) -> dict[tuple[Any, ...], str]:
         rows = curve.sort_values("concurrency").to_dict("records")
         for row, nxt in itertools.pairwise(rows):
             here, there = row["ttft_median_ms"], nxt["ttft_median_ms"]
-            if is_missing(here) or is_missing(there) or there <= 0 or here < RAMP_FACTOR * there:
+            if is_missing(here) or is_missing(there) or there <= 0 or not ramp_fires(here, there):
                 continue
             found[_key(row)] = (f"median TTFT {here / there:.1f}× that at c={nxt['concurrency']:g} "
                                 f"({here:.0f} vs {there:.0f} ms): at least 50 % of the requests")
