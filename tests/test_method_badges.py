@@ -145,6 +145,7 @@ def test_range_ratio_below_1_shrinks_the_lengths() -> None:
     client_only = row(random_range_ratio=0.8, server_prompt_tokens=None, server_generation_tokens=None,
                       total_input_tokens=80 * 900.0, total_output_tokens=80 * 170.0)
     assert lengths_shrunk(client_only) == "mean output 170/200 (85 %) at range ratio 0.8 (client counts)"
+    assert lengths_shrunk({**shrunk, "dataset": "sharegpt"}) is None  # its lengths are its own
 
 
 def test_a_point_far_slower_than_the_next_concurrency_is_a_ramp_without_samples() -> None:

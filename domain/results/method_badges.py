@@ -65,7 +65,7 @@ import pandas as pd
 
 from domain.results.analysis import POINT, is_missing
 from domain.results.requests import RequestSamples, lag1_autocorrelation
-from domain.results.validity import BADGE_COLUMNS
+from domain.results.validity import BADGE_COLUMNS, LENGTH_DATASETS
 
 METHOD_BADGES = ("ramp_in_window", "steady_state_not_reached", "request_count_sensitive", "lengths_shrunk")
 # The per-request columns these badges read (no inter-token gaps: a page reads only these).
@@ -246,8 +246,9 @@ def realised_means(row: Mapping[str, Any]) -> tuple[float, float, str] | None:
 def lengths_shrunk(row: Mapping[str, Any]) -> str | None:
     ratio = _num(row, "random_range_ratio")
     means = realised_means(row)
-    if ratio is None or ratio >= 1.0 or means is None:
-        return None
+    dataset = row.get("dataset")
+    if ratio is None or ratio >= 1.0 or means is None or (not is_missing(dataset) and dataset not in LENGTH_DATASETS):
+        return None  # a dataset with its own lengths is not drawn by the ratio (validity's rule)
     parts = [f"{name} {mean:.0f}/{nominal:g} ({100 * mean / nominal:.0f} %)"
              for name, mean, nominal in (("input", means[0], _num(row, "input_len")),
                                          ("output", means[1], _num(row, "output_len")))
