@@ -54,7 +54,9 @@ def _tail(path: Path) -> bytes:
 
 
 def _attempt_dirs(work_dir: Path) -> list[Path]:
-    dirs = [d for d in work_dir.glob("attempt-*") if d.is_dir()] if work_dir.is_dir() else []
+    """The newest attempts' directories: queued runs' and the doctor's own tiny runs'."""
+    found = (d for pattern in ("attempt-*", "doctor-tiny-run-*/attempt-*") for d in work_dir.glob(pattern))
+    dirs = [d for d in found if d.is_dir()] if work_dir.is_dir() else []
     return sorted(dirs, key=lambda d: d.stat().st_mtime, reverse=True)[:LAST_ATTEMPTS]
 
 
@@ -63,10 +65,10 @@ def _add_attempts(tar: tarfile.TarFile, work_dir: Path) -> None:
         log = attempt / "server.log"
         if not log.is_file():
             continue
-        text = _tail(log)
-        _add(tar, f"attempts/{attempt.name}/server.log.tail", text)
+        text, name = _tail(log), attempt.relative_to(work_dir)
+        _add(tar, f"attempts/{name}/server.log.tail", text)
         report = diagnose_text(text.decode("utf-8", errors="replace"))
-        _add(tar, f"attempts/{attempt.name}/diagnose.json", json.dumps(report, indent=1, default=str))
+        _add(tar, f"attempts/{name}/diagnose.json", json.dumps(report, indent=1, default=str))
 
 
 def write_bundle(path: Path, report: Report, settings: Settings | None, lang: str) -> Path:

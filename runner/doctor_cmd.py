@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from domain.core.i18n import t
 from domain.core.settings import Settings
 from runner import doctor_checks as checks
-from runner.doctor import EXIT_FAILED, EXIT_OK, Report
+from runner.doctor import EXIT_FAILED, EXIT_OK, Finding, Report
 from runner.doctor_gpu import gpu_findings
 
 DEFAULT_ENV_FILE = Path("/etc/benchdeck/env")
@@ -26,6 +26,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                                    "where it exists)")
     doc.add_argument("--backup-dir", type=Path, help="where backups are written (its free space is checked)")
     doc.add_argument("--bundle", type=Path, metavar="FILE", help="write a .tar.gz a helper elsewhere can read")
+    doc.add_argument("--tiny-run", type=Path, metavar="MODEL_DIR",
+                     help="launch the smallest model under MODEL_DIR on one GPU with one tiny bench point, timing "
+                          "each start-up stage (needs a GPU and BENCHDECK_SGLANG_PYTHON)")
+    doc.add_argument("--emulated", action="store_true",
+                     help="with --tiny-run: the emulator stands in for SGLang (no GPU needed; proves the runner, "
+                          "the bench client and the model's files, not SGLang or the GPUs)")
     doc.set_defaults(func=None, doctor=True)
 
 
@@ -45,7 +51,16 @@ def collect(settings: Settings | None, error: ValidationError | None, args: argp
     findings += checks.model_dir_findings(settings)
     findings += checks.port_findings(settings) + checks.disk_findings(settings, args.backup_dir)
     findings += checks.ownership_findings(settings) + checks.auth_findings(settings)
-    return Report(findings)
+    return Report(findings + tiny_findings(settings, args))
+
+
+def tiny_findings(settings: Settings, args: argparse.Namespace) -> list[Finding]:
+    """``--tiny-run`` last: it launches a server, so it runs after every check that could explain its failure."""
+    if args.tiny_run is None:
+        return [Finding("tiny_run", "launch", "skip", "tiny_skip")]
+    from runner.doctor_tiny import tiny_run_findings
+
+    return tiny_run_findings(Path(args.tiny_run), settings, args.emulated)
 
 
 def run(args: argparse.Namespace, settings: Settings | None, error: ValidationError | None) -> int:

@@ -28,10 +28,14 @@ def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture(scope="module")
 def doctor_json(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One real ``doctor --json --bundle`` on this GPU-less machine, shared by the tests below."""
+    """One real ``doctor --json --bundle --tiny-run HF_CACHE --emulated`` on this GPU-less
+    machine (the tiny run on the emulator, as docs/host.md allows there), shared below."""
     import os
 
+    from tests.support.hf_cache import make_hf_cache
+
     tmp = tmp_path_factory.mktemp("doctor")
+    make_hf_cache(tmp / "hub")
     (tmp / "runs" / "attempt-7").mkdir(parents=True)
     (tmp / "runs" / "attempt-7" / "server.log").write_text(
         "[2026-01-01 00:00:00] Load weight begin. avail mem=139.00 GB\n"
@@ -39,7 +43,8 @@ def doctor_json(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     env = dict(os.environ, BENCHDECK_DB=str(tmp / "db.duckdb"), BENCHDECK_WORK_DIR=str(tmp / "runs"),
                BENCHDECK_LANGUAGE="en", BENCHDECK_MODEL_DIRS=json.dumps([str(tmp)]), PYTHONPATH=str(ROOT))
     bundle = tmp / "bundle.tar.gz"
-    return _doctor(env, "doctor", "--json", "--bundle", str(bundle)), bundle
+    tiny = ("--tiny-run", str(tmp / "hub"), "--emulated")
+    return _doctor(env, "doctor", "--json", "--bundle", str(bundle), *tiny), bundle
 
 
 def test_doctor_fails_here_naming_the_nvml_check(doctor_json: tuple[subprocess.CompletedProcess[str], Path]) -> None:
@@ -71,6 +76,44 @@ def test_the_bundle_holds_the_report_the_environments_and_the_attempts(
     assert settings["BENCHDECK_TOKENIZER_DIR"]["value"] != "***"  # a path, not a secret
 
 
+def test_the_tiny_run_on_the_emulator_is_labelled_and_timed(
+        doctor_json: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, bundle = doctor_json
+    tiny = {c["name"]: c for c in json.loads(done.stdout)["checks"] if c["group"] == "tiny_run"}
+    assert {name: c["status"] for name, c in tiny.items()} == {"launch": "ok", "stages": "ok", "point": "ok"}
+    assert all(c["message"].startswith("[EMULATED] ") for c in tiny.values())
+    assert "Qwen/Qwen3-30B-A3B (SGLang 0.5.23, 1 GPU) served after" in tiny["launch"]["message"]
+    stages = tiny["stages"]["facts"]
+    assert list(stages["stage_seconds"]) == ["init", "weights", "kv_cache", "cuda_graphs", "http_server", "warmup",
+                                             "ready"]
+    assert min(stages["stage_seconds"].values()) >= 0 and stages["server_log_says"]["load_weight_elapsed_s"] > 0
+    assert tiny["point"]["facts"]["metrics"]["completed"] == 3 and "not a measurement" in tiny["point"]["message"]
+    with tarfile.open(bundle) as tar:
+        assert "tiny_run.point" in tar.extractfile("doctor.txt").read().decode()
+        logs = [n for n in tar.getnames() if n.startswith("attempts/doctor-tiny-run-")]
+    assert any(n.endswith("/attempt-0/server.log.tail") for n in logs), logs
+
+
+def test_without_sglang_the_tiny_run_says_why_it_cannot_run(tmp_path: Path) -> None:
+    from runner.doctor_tiny import tiny_run_findings
+    from tests.support.hf_cache import make_hf_cache
+
+    make_hf_cache(tmp_path / "hub")
+    [unset] = tiny_run_findings(tmp_path / "hub", Settings(), emulated=False)
+    assert (unset.status, unset.name) == ("fail", "launch")
+    assert "BENCHDECK_SGLANG_PYTHON is unset" in unset.message("en") and "--emulated" in unset.message("en")
+    assert "実機の SGLang がありません" in unset.message("ja")
+    [nothing] = tiny_run_findings(tmp_path / "empty", Settings(), emulated=True)
+    assert nothing.status == "fail" and "No model under" in nothing.message("en")
+
+
+def test_stage_durations_run_from_each_stage_to_the_next() -> None:
+    from runner.doctor_tiny import stage_durations
+
+    assert stage_durations({"weights": 3.0, "kv_cache": 10.5, "ready": 12.0}, 1.0, 12.5) == {
+        "init": 2.0, "weights": 7.5, "kv_cache": 1.5, "ready": 0.5}
+
+
 def test_secrets_are_redacted_by_their_names_words() -> None:
     from runner.doctor_checks import redacted
 
@@ -82,6 +125,7 @@ def test_doctor_speaks_japanese(env: dict[str, str]) -> None:
     done = _doctor(dict(env, BENCHDECK_LANGUAGE="ja"), "doctor")
     assert done.returncode == 1
     assert "NVML を使えません" in done.stdout and "件のチェックが失敗しました" in done.stdout
+    assert "[SKIP] tiny_run.launch: --tiny-run なし" in done.stdout
 
 
 def test_unreadable_settings_are_a_named_failure_not_a_traceback(env: dict[str, str]) -> None:
