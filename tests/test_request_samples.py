@@ -131,8 +131,8 @@ def _assert_samples_match_the_record(point: PointRow, frame: pd.DataFrame, *, e2
 def _assert_no_method_artifact(store: Store, run_id: int, points: list[PointRow],
                                 dict_frames: dict[int, pd.DataFrame]) -> None:
     """A steady emulator run earns no method badge (domain/results/method_badges.py); the
-    ramp and the throughput trend are evaluated where the point has requests enough (c=4:
-    16 requests, four waves)."""
+    ramp statistic is evaluated where the point has requests enough (c=4: 16 requests, four
+    waves; the throughput trend needs 16 between the first and the last wave)."""
     from domain.results.frames import points_frame
     from domain.results.method_badges import method_badges, ramp_of, trend_of
 
@@ -142,7 +142,7 @@ def _assert_no_method_artifact(store: Store, run_id: int, points: list[PointRow]
     ramp, trend = ramp_of(dict_frames[c4.id], 4), trend_of(dict_frames[c4.id], 4)
     print(f"\nsteady emulator run, c=4: {ramp.detail() if ramp else None}; {trend.detail() if trend else None}")
     assert ramp is not None and not ramp.fires
-    assert trend is not None and not trend.fires
+    assert trend is None  # eight requests between the first and the last wave: too few to tell
 
 
 @pytest.mark.sglang

@@ -27,9 +27,11 @@ them as they show the others):
 ``steady_state_not_reached``
     Throughput still trending over the point.  Under the closed loop the point's throughput
     is concurrency × output tokens / E2E latency (Little's law), so its trend is that of
-    each request's time per output token (E2E / output length) in issue order: a straight
-    line is fitted through them, and the throughput at the first and at the last request
-    read off it.  The badge fires when they differ by more than :data:`STEADY_TOLERANCE`
+    each request's time per output token (E2E / output length) in issue order, leaving out
+    the first wave (its start-up burst is the ramp's) and the last (``concurrency``
+    requests each: they finish while the load drains, fewer in flight, so faster): a
+    straight line is fitted through them, and the throughput at the first and at the last
+    of them read off it.  The badge fires when they differ by more than :data:`STEADY_TOLERANCE`
     and by more than :data:`STEADY_Z` times the noise of that change: the slope's standard
     error from the fit's residuals, inflated by (1 + ρ)/(1 − ρ) for their lag-1
     autocorrelation ρ (``requests.lag1_autocorrelation``), as consecutive requests of a
@@ -195,19 +197,27 @@ class Trend:
         return abs(self.change) > max(STEADY_TOLERANCE, STEADY_Z * self.noise)
 
     def detail(self) -> str:
-        return (f"output {self.first_tok_s:.0f} → {self.last_tok_s:.0f} tok/s from the first request to the last "
-                f"({100 * self.change:+.0f} %, noise ±{100 * self.noise:.0f} %)")
+        return (f"output {self.first_tok_s:.0f} → {self.last_tok_s:.0f} tok/s across the requests between the "
+                f"first and the last wave ({100 * self.change:+.0f} %, noise ±{100 * self.noise:.0f} %)")
 
 
 def trend_of(requests: pd.DataFrame | Issued, concurrency: int) -> Trend | None:
     """The fitted throughput trend, or None with fewer than :data:`STEADY_MIN_REQUESTS`
-    timed requests (or a fit that leaves the positive range)."""
+    timed requests between the first and the last wave (or a fit that leaves the positive
+    range)."""
     issued = requests if isinstance(requests, Issued) else Issued.of(requests)
-    timed = np.isfinite(issued.output_len) & np.isfinite(issued.e2e_ms) & (issued.e2e_ms > 0) & (issued.output_len > 0)
-    per_token = issued.e2e_ms[timed] / 1e3 / issued.output_len[timed]  # seconds per output token
+    c = max(concurrency, 1)
+    loaded = slice(c, max(len(issued.e2e_ms) - c, c))  # not the first wave (a ramp) nor the last (the drain)
+    e2e_ms, output_len = issued.e2e_ms[loaded], issued.output_len[loaded]
+    timed = np.isfinite(output_len) & np.isfinite(e2e_ms) & (e2e_ms > 0) & (output_len > 0)
+    per_token = e2e_ms[timed] / 1e3 / output_len[timed]  # seconds per output token
+    return _line_trend(per_token, c) if len(per_token) >= STEADY_MIN_REQUESTS else None
+
+
+def _line_trend(per_token: np.ndarray, concurrency: int) -> Trend | None:
+    """The throughput at the ends of a straight line through the time per token, and the
+    noise of its relative change (the slope's standard error, AR(1)-inflated)."""
     n = len(per_token)
-    if n < STEADY_MIN_REQUESTS:
-        return None
     index = np.arange(n, dtype=float)
     slope, intercept = np.polyfit(index, per_token, 1)
     first, last = float(intercept), float(intercept + slope * (n - 1))
@@ -216,10 +226,8 @@ def trend_of(requests: pd.DataFrame | Issued, concurrency: int) -> Trend | None:
     residuals = per_token - (intercept + slope * index)
     rho = lag1_autocorrelation(residuals)
     inflation = 1.0 if math.isnan(rho) else (1.0 + rho) / (1.0 - rho)
-    slope_error = math.sqrt(float(residuals @ residuals) / (n - 2) / float(((index - index.mean()) ** 2).sum())
-                            * inflation)
-    c = max(concurrency, 1)
-    return Trend(c / first, c / last, slope_error * (n - 1) / float(per_token.mean()))
+    variance = float(residuals @ residuals) / (n - 2) / float(((index - index.mean()) ** 2).sum()) * inflation
+    return Trend(concurrency / first, concurrency / last, math.sqrt(variance) * (n - 1) / float(per_token.mean()))
 
 
 # -- lengths shrunk by range ratio ---------------------------------------------------------------------
