@@ -31,7 +31,7 @@ from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
 from domain.render import charts, deck, one_slide, tables
 from domain.render.charts import AnyChart, styled
-from domain.results import analysis, curve, estimate_overlay, validity
+from domain.results import analysis, curve, estimate_overlay, interval_notes, validity
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.compare_tables import (
     DEFAULT_KINDS,
@@ -158,7 +158,21 @@ def metrics_section(c: Comparison, stat: str) -> list[str]:
     st.caption(md(t("compare_page.cells", lang, low_n=analysis.low_n_text(lang))) + "  \n"
                + md(t("compare_page.headers", lang, mark=NOT_COMPARABLE_MARK)))
     st.caption(md(analysis.noise_rule_text(lang, c.practical_threshold_pct)))
+    intervals_explained(c, [metric_of(kind, stat) for kind in kinds])
     return [metric_of(kind, stat) for kind in kinds]
+
+
+def intervals_explained(c: Comparison, metrics: list[str]) -> None:
+    """Per point and metric shown: n, the requests' lag-1 autocorrelation ρ and the effective
+    sample n_eff behind its interval (domain/results/interval_notes.py)."""
+    summary = interval_notes.correlation_summary(c.compare, metrics, lang)
+    if summary is not None:
+        st.caption(md(summary))
+    with st.expander(t("intervals.title", lang)):
+        st.caption(md(t("intervals.explain", lang)))
+        st.dataframe(interval_notes.interval_rows(c.compare, metrics, lang), hide_index=True, width="stretch",
+                     column_config={t("intervals.col.rho", lang): st.column_config.NumberColumn(format="%.2f"),
+                                    t("intervals.col.n_eff", lang): st.column_config.NumberColumn(format="%.0f")})
 
 
 def _values(c: Comparison, metric: str) -> dict[Point, object]:
