@@ -9,6 +9,7 @@ from domain.core.access import Action
 from domain.core.i18n import t
 from pages.parts.auth import can
 from pages.parts.common import cached_counts, cached_runs, current_language, db_guard, source_label
+from pages.parts.curve_numbers import curve_number_section
 from pages.parts.runs_table import runs_table
 from pages.parts.watch_controls import open_regressions_section
 
@@ -68,6 +69,7 @@ def live_overview() -> None:
         t("runs.detail", lang): st.column_config.LinkColumn(display_text=t("runs.open", lang))})
     if any(run.source == "emulated" for run in runs):
         st.caption("⚠️ " + t("overview.emulated_note", lang))
+    curve_number_section(runs, lang)
 
 
 open_regressions_section(lang)

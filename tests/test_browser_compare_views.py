@@ -312,6 +312,8 @@ def test_nothing_is_cut_off_and_screenshots(compare_app, browser: Browser, lang:
         expect(page.get_by_role("tab", name=t("compare_page.tab.scaling", lang), exact=True)).to_have_attribute(
             "aria-selected", "true")
         assert page.locator("[data-testid=stVegaLiteChart]").count() == 0
+        if width == 1400:  # each interval's ρ and n_eff, where the noise rule is explained
+            _intervals_explained(page, lang)
         full_screenshot(page, f"compare-views-{lang}-{width}")
         if width == 1400:  # the Pareto chart, then each chart tab's chart
             _open_tab(page, t("compare_page.tab.pareto", lang))
@@ -327,5 +329,33 @@ def test_nothing_is_cut_off_and_screenshots(compare_app, browser: Browser, lang:
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=60_000)
         page.wait_for_timeout(1500)
         full_screenshot(page, f"checklist-views-{lang}-{width}")
+    _one_number_per_curve(page, url, lang)
 
 
+def _one_number_per_curve(page: Page, url: str, lang: str) -> None:
+    """The Overview reads each curve of the latest finished run as one number with its
+    interval at the stated interactivity (or says the curve does not reach it), and its area."""
+    page.goto(f"{url}/?lang={lang}")
+    expect(page.get_by_role("heading", name=t("curve_number.title", lang))).to_be_visible(timeout=60_000)
+    line = {"en": r"tok/s/GPU at 50 tok/s/user|50 tok/s/user not measured",
+            "ja": r"50 tok/s/user で|50 tok/s/user は測定範囲外"}[lang]
+    expect(page.get_by_text(re.compile(line)).first).to_be_visible()
+    full_screenshot(page, f"overview-curve-number-{lang}")
+
+
+
+
+def _intervals_explained(page: Page, lang: str) -> None:
+    """The measured runs' intervals come from their requests: the page states the range of
+    ρ and n_eff ÷ n, and the expander lists each interval's n, ρ and n_eff."""
+    summary = {"en": r"^Over the intervals from requests, ρ ranges \d\.\d\d–\d\.\d\d and n_eff is \d+–\d+% of n\.$",
+               "ja": r"^リクエストから求めた区間の ρ は \d\.\d\d〜\d\.\d\d、n_eff は n の \d+〜\d+%。$"}[lang]
+    expect(page.get_by_text(re.compile(summary))).to_be_visible(timeout=30_000)
+    expander = page.get_by_test_id("stExpander").filter(has_text=t("intervals.title", lang))
+    expander.get_by_text(t("intervals.title", lang)).click()
+    grid = expander.get_by_test_id("stDataFrame")
+    expect(grid.locator("td").first).to_be_attached(timeout=30_000)
+    # A grid's accessible table holds only the columns in view: n, ρ and n_eff come first.
+    text = grid_text(grid)
+    assert t("intervals.col.rho", lang) in text and t("intervals.col.n_eff", lang) in text, text
+    assert re.search(r"#1 short 8 .+? 32 \d(\.\d+)? \d+(\.\d+)?", text), text  # c=8's 32 requests, ρ, n_eff

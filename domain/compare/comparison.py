@@ -15,7 +15,16 @@ import pandas as pd
 from domain.compare import comparability, config_diff, values
 from domain.compare.caveat import caveat_lines, changed_lines
 from domain.core.settings import Settings
-from domain.results import analysis, curve, definitions, difference, estimate_overlay, method_badges, validity
+from domain.results import (
+    analysis,
+    curve,
+    curve_number,
+    definitions,
+    difference,
+    estimate_overlay,
+    method_badges,
+    validity,
+)
 from domain.results.headline import headline_lines
 from domain.results.requests import BootstrapMemo, RequestSamples
 
@@ -63,6 +72,8 @@ class Comparison:
     # Each run's quality row beside its speed delta (domain/results/quality_view.py), set by
     # the reader of the stored probes (db/quality_inputs.py); the exports' lines after the verdicts.
     quality_rows: list[Any] = field(default_factory=list)
+    # The interactivity (tok/s/user) each curve's one number is read at (domain/results/curve_number.py).
+    interactivity_target: float = curve_number.DEFAULT_INTERACTIVITY
 
     @property
     def quality_lines(self) -> list[str]:
@@ -221,11 +232,14 @@ def comparison_with_settings(frame: pd.DataFrame, baseline_run_id: int, run_ids:
                              keep_cold: Collection[tuple[object, object, object]] = (),
                              bootstrap_memos: MutableMapping[int, BootstrapMemo] | None = None,
                              timelines: RequestSamples | None = None) -> Comparison:
-    """build_comparison with the saturation rule, the p99 SLA and the practical threshold taken from the settings, as
-    both the compare page and ``runner export`` use it."""
-    return build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
-                            gain_threshold_pct=settings.saturation_gain_pct,
-                            sla_metric=settings.sla_metric if settings.sla_ms else None,
-                            sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold,
-                            bootstrap_memos=bootstrap_memos,
-                            practical_threshold_pct=settings.practical_threshold_pct, timelines=timelines)
+    """build_comparison with the saturation rule, the p99 SLA, the practical threshold and the
+    one-number interactivity taken from the settings, as both the compare page and ``runner
+    export`` use it."""
+    built = build_comparison(frame, baseline_run_id, run_ids, lang, intended_to_differ=intended_to_differ,
+                             gain_threshold_pct=settings.saturation_gain_pct,
+                             sla_metric=settings.sla_metric if settings.sla_ms else None,
+                             sla_threshold_ms=settings.sla_ms, requests=requests, keep_cold=keep_cold,
+                             bootstrap_memos=bootstrap_memos,
+                             practical_threshold_pct=settings.practical_threshold_pct, timelines=timelines)
+    built.interactivity_target = settings.interactivity_target
+    return built

@@ -184,6 +184,11 @@ class Settings(BaseSettings):
         description="Compare: the practical band of a difference's 95% interval: within it 'same' or 'small', "
         "beyond it better/worse or 'cannot tell' (domain/results/difference.py).",
     )
+    interactivity_target: float = Field(
+        default=50.0, gt=0,
+        description="One number per curve: the interactivity (tok/s/user) at which each curve's output tok/s per "
+        "GPU is read, with its interval (Overview, the deck's first slide; domain/results/curve_number.py).",
+    )
     sla_metric: Literal["ttft_p99", "tpot_p99", "itl_p99", "e2e_p99"] = Field(
         default="ttft_p99", description="Compare: the p99 latency the SLA applies to."
     )

@@ -48,7 +48,7 @@ from domain.render.tables import (
     run_label_of,
 )
 from domain.render.workload_charts import workload_charts
-from domain.results import analysis, curve
+from domain.results import analysis, curve, curve_number
 from domain.results.scaling_gap import gap_sentences
 
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
@@ -176,8 +176,9 @@ def comparison_deck(c: Comparison, metrics: Sequence[str] = DECK_METRICS,
                     chart_set: Sequence[tuple[str, AnyChart]] | None = None,
                     gaps: Mapping[int, pd.DataFrame] | None = None) -> bytes:
     """One-click deck: a title slide saying what changed (each run's verdict, the changed
-    flags and the conditions under test), a table slide per metric and scenario (split
-    when long), native editable charts, a slide per chart picture, then a "why not N×?"
+    flags and the conditions under test) and each curve's one number
+    (:func:`curve_number_lines`), a table slide per metric and scenario (split when long),
+    native editable charts, a slide per chart picture, then a "why not N×?"
     slide per run that has a step to explain (``gaps``: run_id → the frame of
     :func:`domain.results.scaling_gap.explain_run`, e.g. from ``db.scaling_gap_inputs``;
     see :func:`scaling_gap_slides`) — caveat on every slide."""
@@ -190,7 +191,7 @@ def comparison_deck(c: Comparison, metrics: Sequence[str] = DECK_METRICS,
     return deck_pptx(
         title=t("compare.deck.title", c.lang),
         subtitle=t("compare.deck.subtitle", c.lang, baseline=run_label_of(c, c.baseline_run_id), runs=runs or "—"),
-        body=export_head(c),
+        body=[*export_head(c), *curve_number_lines(c)],
         tables=tables,
         native_charts=native_charts(c),
         # The slide's own footer carries the caveat, so the images go without theirs.
@@ -199,6 +200,14 @@ def comparison_deck(c: Comparison, metrics: Sequence[str] = DECK_METRICS,
         gap_slides=scaling_gap_slides(c, gaps or {}),
         caveat=c.caveat, lang=c.lang,
     )
+
+
+def curve_number_lines(c: Comparison) -> list[str]:
+    """The title slide's one number per curve (domain/results/curve_number.py): each run and
+    scenario's output tok/s per GPU at the stated interactivity with its interval, and the
+    area under its curve over the range every compared curve measured."""
+    numbers = curve_number.curve_numbers(c.summary, c.lang, c.interactivity_target)
+    return [curve_number.number_line(n, c.lang) for n in numbers]
 
 
 def deck_pptx(*, title: str, subtitle: str, body: Sequence[str], tables: Sequence[tuple[str, pd.DataFrame]],
