@@ -10,8 +10,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import prometheus_client
 import pytest
