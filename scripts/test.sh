@@ -16,7 +16,7 @@ fixtures=$!
 # A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
 # Playwright cannot download its own browser here).
 [ -x /usr/bin/chromium ] || apt_install chromium
-# The host guide's reverse proxy (docs/host.md), run for real by tests/test_host_proxy.py.
+# The host guide's reverse proxy (docs/host.md), run for real by tests/test_host_rehearsal.py.
 [ -x /usr/sbin/nginx ] || apt_install nginx-light
 setup_cjk_font
 log "lint"

@@ -13,6 +13,7 @@ from db import DbBusy
 from domain.engines import split_label
 from domain.flags.dialects.vllm import newest_vllm_version
 from domain.flags.drift import retarget
+from domain.flags.schema import known_versions
 from domain.plan.form_input import concurrency_list, count_or_text, rate_or_text
 from domain.plan.naming import MAX_NAME_CHARS
 from domain.plan.presets import GPUS, PRESET_SGLANG_VERSION, quick_demo_plan
@@ -96,9 +97,13 @@ HOST_VERSION = "b.host_version"
 
 
 def _on_host_version(plan: RunPlan, origin: str) -> RunPlan:
-    """A preset's plan re-pinned to the host's SGLang, its flags translated by the drift table."""
+    """A preset's plan re-pinned to the host's SGLang, its flags translated by the drift table.
+    An emulated plan runs on any runner and the emulator speaks only the shipped versions:
+    on a host whose version benchdeck ships no schema for, it keeps the presets' version."""
     host = st.session_state.get(HOST_VERSION)
     if not host or plan.sglang_version != PRESET_SGLANG_VERSION or host == plan.sglang_version:
+        return plan
+    if plan.emulated and host not in known_versions():
         return plan
     if origin != "quick" and not origin.startswith("preset:"):
         return plan
