@@ -31,7 +31,7 @@ from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
 from domain.render import charts, deck, one_slide, tables
 from domain.render.charts import AnyChart, styled
-from domain.results import analysis, curve, estimate_overlay, interval_notes, validity
+from domain.results import analysis, curve, energy, estimate_overlay, interval_notes, validity
 from pages.parts.common import current_language, db_guard, store
 from pages.parts.compare_tables import (
     DEFAULT_KINDS,
@@ -334,6 +334,9 @@ def pareto_section(c: Comparison, pareto: pd.DataFrame, stat: str, chart: AnyCha
     st.subheader(t("compare_page.pareto", lang))
     show_chart(c, (stat, "pareto"), chart)
     st.caption(t("compare_page.pareto_tpot", lang, stat=t(f"compare_page.stat.{stat}", lang)))
+    no_energy = energy.energy_absence_line(c.frame, lang)  # the labels' J/token: which runs have none, and why
+    if no_energy is not None:
+        st.caption(md(no_energy))
     plotted = set(pareto.dropna(subset=["interactivity", "throughput_per_gpu"])["run_id"])
     absent = [label for run_id, (label, _) in run_headers(c).items() if run_id not in plotted]
     if absent:

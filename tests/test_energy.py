@@ -11,12 +11,14 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from pptx import Presentation
 
 from db import RunnerCapabilities, Store
 from db.rows import ComparisonPointRow
 from domain.compare.comparison import build_comparison
 from domain.core.states import AttemptStatus
 from domain.render.charts import pareto_chart
+from domain.render.deck import comparison_deck
 from domain.render.tables import comparison_csv, comparison_markdown
 from domain.results import energy
 from domain.results.curve import pareto_points
@@ -125,3 +127,12 @@ def test_every_export_carries_joules_per_token_and_an_import_says_no_power_data(
     assert pareto["j_per_token"].tolist()[0] == 1.25 and pd.isna(pareto["j_per_token"].tolist()[1])
     labels = pd.DataFrame(pareto_chart(pareto, lang).to_dict()["datasets"].popitem()[1])["label"]
     assert sorted(labels) == ["c=8", "c=8 · 1.25 J/tok" if lang == "en" else "c=8 · 1.25 J/トークン"]
+    # The deck: the title slide names the run without J/token, a table slide holds the figure.
+    deck = Presentation(io.BytesIO(comparison_deck(c, chart_set=[])))
+    title = [shape.text_frame.text for shape in deck.slides[0].shapes if shape.has_text_frame]
+    assert any(f"#99: {no_data}" in text for text in title)
+    label = "J/output token" if lang == "en" else "J/出力トークン"
+    cells = [cell.text for slide in deck.slides
+             if any(shape.has_text_frame and label in shape.text_frame.text for shape in slide.shapes)
+             for shape in slide.shapes if shape.has_table for row in shape.table.rows for cell in row.cells]
+    assert "1.25" in cells

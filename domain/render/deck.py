@@ -48,7 +48,7 @@ from domain.render.tables import (
     run_label_of,
 )
 from domain.render.workload_charts import workload_charts
-from domain.results import analysis, curve, curve_number
+from domain.results import analysis, curve, curve_number, energy
 from domain.results.scaling_gap import gap_sentences
 
 PNG_SCALE = 2.0  # slides are projected large; 2× keeps text crisp
@@ -177,7 +177,8 @@ def comparison_deck(c: Comparison, metrics: Sequence[str] = DECK_METRICS,
                     gaps: Mapping[int, pd.DataFrame] | None = None) -> bytes:
     """One-click deck: a title slide saying what changed (each run's verdict, the changed
     flags and the conditions under test) and each curve's one number
-    (:func:`curve_number_lines`), a table slide per metric and scenario (split when long),
+    (:func:`curve_number_lines`) and the runs without J/output token (:func:`energy_lines`),
+    a table slide per metric and scenario (split when long; J/output token too when a run has it),
     native editable charts, a slide per chart picture, then a "why not N×?"
     slide per run that has a step to explain (``gaps``: run_id → the frame of
     :func:`domain.results.scaling_gap.explain_run`, e.g. from ``db.scaling_gap_inputs``;
@@ -191,8 +192,8 @@ def comparison_deck(c: Comparison, metrics: Sequence[str] = DECK_METRICS,
     return deck_pptx(
         title=t("compare.deck.title", c.lang),
         subtitle=t("compare.deck.subtitle", c.lang, baseline=run_label_of(c, c.baseline_run_id), runs=runs or "—"),
-        body=[*export_head(c), *curve_number_lines(c)],
-        tables=tables,
+        body=[*export_head(c), *curve_number_lines(c), *energy_lines(c)],
+        tables=[*tables, *energy_tables(c)],
         native_charts=native_charts(c),
         # The slide's own footer carries the caveat, so the images go without theirs.
         chart_images=[(title, _png(charts.styled(chart).to_dict(), PNG_SCALE)) for title, chart in
@@ -208,6 +209,21 @@ def curve_number_lines(c: Comparison) -> list[str]:
     area under its curve over the range every compared curve measured."""
     numbers = curve_number.curve_numbers(c.summary, c.lang, c.interactivity_target)
     return [curve_number.number_line(n, c.lang) for n in numbers]
+
+
+def energy_lines(c: Comparison) -> list[str]:
+    """The title slide's word on energy: the runs without J/output token and why (the table
+    slide per scenario carries the figures where there are some)."""
+    line = energy.energy_absence_line(c.frame, c.lang)
+    return [] if line is None else [line]
+
+
+def energy_tables(c: Comparison) -> list[tuple[str, pd.DataFrame]]:
+    """A J/output token table slide per scenario, when a compared run has the figure."""
+    if len(energy.runs_without_energy(c.frame, c.lang)) == len(set(c.frame["run_id"])):
+        return []
+    return [(t("compare.deck.table", c.lang, metric=analysis.metric_label("j_per_token", c.lang), scenario=s),
+             metric_slide_table(c, "j_per_token", s)) for s in sorted(c.summary["scenario"].unique(), key=str)]
 
 
 def deck_pptx(*, title: str, subtitle: str, body: Sequence[str], tables: Sequence[tuple[str, pd.DataFrame]],

@@ -185,3 +185,27 @@ def stored_point_energy(point: Any, power: Mapping[str, Any] | None, source: str
                            **(power or {})}
     row.update(energy_columns(row))
     return row["j_per_output_token"], row["j_per_request"], energy_note(row, lang)
+
+
+def runs_without_energy(frame: pd.DataFrame, lang: str) -> dict[int, str]:
+    """Per run of a points frame none of whose points has a J/token figure: why, in words
+    (the first point's :func:`energy_note`, e.g. "no power data")."""
+    if frame.empty:
+        return {}
+    figures = frame["j_per_output_token"] if "j_per_output_token" in frame.columns else pd.Series(
+        None, index=frame.index, dtype=object)
+    found = {}
+    for run_id, rows in frame.assign(_j=pd.to_numeric(figures, errors="coerce")).groupby("run_id", sort=False):
+        if rows["_j"].isna().all():
+            found[int(run_id)] = energy_note(rows.iloc[0].to_dict(), lang)
+    return found
+
+
+def energy_absence_line(frame: pd.DataFrame, lang: str) -> str | None:
+    """One line naming the runs without J/token and why ("#3: no power data"); None when
+    every run has a figure."""
+    missing = runs_without_energy(frame, lang)
+    if not missing:
+        return None
+    runs = "; ".join(f"#{run_id}: {note}" for run_id, note in missing.items())
+    return t("energy.absent", lang, runs=runs)
