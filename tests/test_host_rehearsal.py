@@ -101,6 +101,8 @@ def test_a_registered_host_schema_validates_its_version(host_dump: dict[str, Any
     bad = check_plan(minimal_plan(engine="sglang", sglang_version=HOST_VERSION,
                                   server_args={"tp-size": 1, "no-such-flag": 1}), Settings(), "en")
     assert any("no-such-flag" in error for error in bad.errors)
+    emulated = check_plan(minimal_plan(sglang_version=HOST_VERSION), Settings(), "en")  # the emulator's schemas only
+    assert emulated.errors and "The emulator speaks only the SGLang versions benchdeck ships" in emulated.errors[0]
 
 
 # -- why a queued run waits ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from domain.core.i18n import t
 from domain.core.settings import Settings
 from domain.engines import adapter_for
 from domain.flags.policy import load_policy
-from domain.flags.schema import available_versions, newest_version
+from domain.flags.schema import available_versions, known_versions, newest_version
 from domain.flags.validate import check_versions
 from domain.plan.flag_report import ConfigCheck, check_configuration, format_check_report
 from domain.plan.local_models import local_context_length, model_disk_errors
@@ -56,6 +56,14 @@ def unknown_version_error(version: str, lang: str) -> str | None:
     if version in versions:
         return None
     return t("check.version_unknown", lang, version=version, versions=", ".join(versions))
+
+
+def emulator_version_error(plan: RunPlan, lang: str) -> str | None:
+    """The emulator reads its flags from the shipped schemas only (emulator/flags.py): a plan
+    pinned to a version only a runner host reports would fail its launch, retried, on every runner."""
+    if not plan.emulated or plan.sglang_version is None or plan.sglang_version in known_versions():
+        return None
+    return t("check.emulator_version", lang, version=plan.sglang_version, versions=", ".join(known_versions()))
 
 
 def configuration_check(plan: RunPlan, settings: Settings, host_version: str | None = None) -> ConfigCheck:
@@ -131,7 +139,7 @@ def _check_by_engine(plan: RunPlan, settings: Settings, lang: str, host_version:
         pinned = plan.engine_version is not None
         versions = None if every_vllm_version and not pinned else [engine_version_for(plan, host_version)]
         return _check_engine_plan(plan, settings, lang, versions)
-    unknown = unknown_version_error(schema_version_for(plan, host_version), lang)
+    unknown = unknown_version_error(schema_version_for(plan, host_version), lang) or emulator_version_error(plan, lang)
     if unknown is not None:
         return CheckReport(errors=[unknown], detail=unknown)
     config = configuration_check(plan, settings, host_version)
