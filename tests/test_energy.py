@@ -9,6 +9,7 @@ import io
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from pptx import Presentation
@@ -87,6 +88,9 @@ def test_validity_says_few_samples_idle_power_and_the_power_cap() -> None:
     assert energy.energy_note(row, "en") == (
         "power sampled at 0.4 Hz, idle 30 %, few samples (a rough mean), includes GPU idle power, ran at the power cap")
     assert "電力上限" in energy.energy_note(row, "ja")
+    # As a frame cell the mark may be NumPy's bool, or NaN where the reasons are unknown.
+    assert "power_capped" in energy.energy_flags({**row, "power_capped": np.bool_(True)})
+    assert "power_capped" not in energy.energy_flags({**row, "power_capped": float("nan")})
 
 
 @pytest.mark.parametrize(("changes", "status"), [

@@ -36,6 +36,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from domain.core.i18n import t
@@ -103,7 +104,8 @@ def energy_flags(row: Mapping[str, Any]) -> list[str]:
     idle = _number(row, "gpu_idle_share")
     if idle is not None and idle > IDLE_SHARE_NOTE:
         flags.append("idle")
-    if row.get("power_capped") is True:
+    capped = row.get("power_capped")
+    if isinstance(capped, bool | np.bool_) and capped:  # a frame cell may be NumPy's bool, or NaN when unknown
         flags.append("power_capped")
     return flags
 
