@@ -328,19 +328,20 @@ def running_nginx(tmp_path: Path, site: str) -> Iterator[None]:
         proc.wait(timeout=10)
 
 
-def _queue_the_defaults_and_watch(page: Any, base: str, env: dict[str, str]) -> None:
-    """A teammate's first run (step 9): the form at its defaults, the host's version marked,
-    queued, followed live on its page while the runner claims the queue."""
+def _queue_the_defaults_and_watch(page: Any, base: str, env: dict[str, str], claiming: subprocess.Popen[str]) -> None:
+    """A teammate's first run (step 9): the form at its defaults, queued once the runner
+    that claims the unpinned SGLang run has ended, followed live on its page."""
     from playwright.sync_api import expect
 
     page.goto(f"{base}/build")
     expect(page.get_by_text(f"{LOGIN} (admin")).to_be_visible(timeout=90_000)  # the header reached the app
     expect(page.get_by_role("heading", name="Build a configuration and queue it")).to_be_visible()
+    assert claiming.wait(timeout=240) == 0  # it survived the launch that cannot work here
     page.get_by_role("button", name="Queue this run").click()
     expect(page.get_by_text("Queued run #3")).to_be_visible(timeout=60_000)
     page.get_by_role("link", name="Open run #3", exact=True).click()
     expect(page).to_have_url(re.compile(r"/run\?run=3"), timeout=30_000)
-    runner = start_runner(env, "--burst")  # claims the unpinned SGLang run (its launch fails here), then this one
+    runner = start_runner(env, "--burst")
     try:
         # Live: the page's own refresh over the proxied WebSocket shows the points arrive.
         expect(page.get_by_text(re.compile(r"Points \([1-9]\d*/\d+\)"))).to_be_visible(timeout=240_000)
@@ -377,6 +378,7 @@ def test_the_host_guide_followed_literally(env: dict[str, str], tmp_path: Path, 
     _broken_preconditions_are_named(tmp_path)  # step 6
     run_env = runner_env(host, BENCHDECK_RUNNER_ID=host["BENCHDECK_RUNNER_ID"], BENCHDECK_STARTUP_TIMEOUT_S="120")
     _register_and_submit(run_env, tmp_path)  # step 8: the runner starts
+    claiming = start_runner(run_env, "--burst")  # the unpinned SGLang run's launch fails here while the app starts
     app_port, listen = free_port(), free_port()
     host["BENCHDECK_APP_PORT"] = str(app_port)
     site = _site(tmp_path, _tls_and_logins(tmp_path), listen, app_port)  # step 7
@@ -387,7 +389,10 @@ def test_the_host_guide_followed_literally(env: dict[str, str], tmp_path: Path, 
         page = context.new_page()
         page.set_default_timeout(ACTION_TIMEOUT_MS)
         try:
-            _queue_the_defaults_and_watch(page, f"https://127.0.0.1:{listen}", run_env)
+            _queue_the_defaults_and_watch(page, f"https://127.0.0.1:{listen}", run_env, claiming)
         finally:
             browser.close()
+            if claiming.poll() is None:
+                os.killpg(claiming.pid, signal.SIGKILL)
+                claiming.wait(timeout=30)
     _status_names_each_outcome(run_env)
