@@ -24,10 +24,13 @@ bash scripts/lint.sh
 wait "$fixtures" || { log "the import fixtures failed (above)"; exit 1; }
 log "tests"
 # Exit 5 (no tests collected) is a failure here, like any other non-zero exit.
-# Two workers (pytest-xdist), one per core of the CI machine: the suite is parallel-safe (every
-# test has its own DuckDB file, ports and temp dirs), and serial it runs past 40 minutes now
-# that the end-to-end runs through the real client have grown.  BENCHDECK_TEST_WORKERS=0 runs
-# it serially; arguments given to this script come after and win.  Work stealing: a worker
-# that runs out takes tests from the other's queue, so a few minute-long end-to-end tests
-# queued together at the end do not leave one core idle.
-.venv/bin/python -m pytest -n "${BENCHDECK_TEST_WORKERS:-2}" --dist worksteal "$@"
+# Four workers (pytest-xdist) on the CI machine's two cores: the suite is parallel-safe (every
+# test has its own DuckDB file, ports and temp dirs), and most of its time is spent waiting, not
+# computing: emulated engines running in slow motion, servers and browsers starting, runners
+# polling.  Measured per test (the CPU of the test and of the processes it waited for, over its
+# wall time), the end-to-end and browser tests keep a core busy well under half of their time, so
+# two workers left the machine idle for much of the run.  BENCHDECK_TEST_WORKERS=0 runs it serially; arguments given
+# to this script come after and win.  Work stealing: a worker that runs out takes tests from
+# another's queue, so a few minute-long end-to-end tests queued together at the end do not leave
+# cores idle.
+.venv/bin/python -m pytest -n "${BENCHDECK_TEST_WORKERS:-4}" --dist worksteal "$@"
