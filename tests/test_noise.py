@@ -279,7 +279,9 @@ def test_low_n_p99_is_true_at_10_requests_and_false_at_1000() -> None:
     assert bool(summarise_points(frame(measured(1, 1, few))).iloc[0]["low_n_p99"])
 
 
-def test_repeats_on_both_sides_use_the_t_interval_even_with_samples() -> None:
+def test_repeats_with_samples_use_the_two_level_bootstrap_and_the_t_interval_without() -> None:
+    from domain.results import repeat_bootstrap
+
     rng = np.random.default_rng(9)
     rows, kept = [], {}
     for run_id in (1, 2):
@@ -287,8 +289,15 @@ def test_repeats_on_both_sides_use_the_t_interval_even_with_samples() -> None:
             point_id = run_id * 10 + repeat
             kept[point_id] = samples(rng.lognormal(3.0, 0.3, 200))
             rows.append(measured(run_id, point_id, kept[point_id], repeat_idx=repeat))
-    row = cell(compare_table(frame(*rows), 1, [1, 2], requests=kept), run_id=2, metric="ttft_p50")
+    table = compare_table(frame(*rows), 1, [1, 2], requests=kept)
+    row = cell(table, run_id=2, metric="ttft_p50")
     assert row["noise_source"] == "repeats" and row["basis"] == "pooled" and row["n"] == 600
+    two_level = repeat_bootstrap.two_level_intervals([kept[20], kept[21], kept[22]], ["ttft_p50"])["ttft_p50"]
+    assert row["ci"] == two_level.half_width
+    # A throughput is a mean over repeats: its interval stays the t interval of the repeats' values.
+    throughput = cell(table, run_id=2, metric="output_tok_s")
+    assert throughput["basis"] == "mean_of_repeats"
+    assert cell(compare_table(frame(*rows), 1, [1, 2]), run_id=2, metric="ttft_p50")["basis"] == "mean_of_repeats"
 
 
 def test_the_rule_is_described_in_both_languages() -> None:

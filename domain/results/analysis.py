@@ -17,8 +17,11 @@ Design choices (each named constant below says why):
   of percentiles is not a percentile).  Throughput over repeats is always their mean.
 * **Noise.** A delta is a difference only when it exceeds a noise estimate computed from
   the data, never a fixed band.  Each side of a comparison brings a 95 % half-width:
-  with ≥ 2 repeats, the t interval of the mean across repeats ('repeats', from a small t
-  table); with one repeat and per-request samples, a bootstrap interval over the point's
+  with ≥ 2 repeats, an interval across repeats ('repeats'): for a pooled latency statistic
+  (every repeat has its requests) the two-level bootstrap of
+  :mod:`domain.results.repeat_bootstrap` (repeats, then requests within each, so
+  launch-to-launch variance is in it), otherwise the t interval of the mean across repeats
+  (from a small t table); with one repeat and per-request samples, a bootstrap interval over the point's
   requests ('bootstrap', :func:`domain.results.requests.bootstrap_intervals`).  The delta
   is inside the noise when within ``sqrt(h_run² + h_base²)`` (a Welch-style combination).
   Without an estimate on both sides the verdict is 'uncertain': the delta is shown with
@@ -44,7 +47,7 @@ import pandas as pd
 
 from domain.core.i18n import t
 from domain.core.numbers import real_number
-from domain.results import difference
+from domain.results import difference, repeat_bootstrap
 from domain.results import requests as req
 from domain.results.requests import RequestSamples
 
@@ -373,6 +376,7 @@ class _SampledPoint:
         else:
             self.intervals = self._bootstrap() if self.repeats == 1 else {}
             self.counts = [float(req.request_count(s)) for s in self.samples]
+        self.across_repeats = self._two_level() if self.pooled is not None else {}
 
     @functools.cached_property
     def per_repeat(self) -> list[dict[str, float]]:
@@ -384,6 +388,13 @@ class _SampledPoint:
         memo = None if self.memos is None else self.memos.setdefault(int(self.rows["point_id"].iloc[0]), {})
         return req.bootstrap_intervals(self.samples[0], _duration_of(self.rows), names=_request_names(self.metrics),
                                        memo=memo)
+
+    def _two_level(self) -> dict[str, req.Interval]:
+        """The pooled latency statistics' intervals across repeats (repeats, then requests)."""
+        point_ids = [int(i) for i in self.rows["point_id"]]
+        memo = None if self.memos is None else self.memos.setdefault(point_ids[0], {})
+        names = [m.name for m in self.metrics if m.latency]
+        return repeat_bootstrap.pooled_intervals(self.samples, point_ids, names, memo)
 
     def columns(self) -> dict[str, Any]:
         out: dict[str, Any] = {"low_n_p99": self.low_n_p99()}
@@ -417,6 +428,8 @@ class _SampledPoint:
     def noise(self, metric: Metric) -> tuple[float, str | None]:
         if metric.exact:
             return 0.0, "exact"
+        if metric.name in self.across_repeats:
+            return self.across_repeats[metric.name].half_width, "repeats"
         if self.repeats > 1:
             half = mean_ci(self.repeat_values(metric))[1]
             return (math.nan, None) if half is None else (half, "repeats")

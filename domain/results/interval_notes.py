@@ -2,7 +2,8 @@
 metric, the requests behind it, their lag-1 autocorrelation ρ and the effective sample
 n_eff the interval was built for (:mod:`domain.results.requests`: ρ from the requests in
 completion order, n_eff = n ÷ the variance inflation ρ implies), or that the interval is
-across repeats (no ρ: the repeats are independent launches).
+across repeats (no ρ: the repeats are independent launches; a two-level bootstrap for a
+value pooled over the repeats' requests, the t interval for a mean of their values).
 
 A pure function of the comparison's long table (:func:`domain.results.analysis.compare_table`,
 its ``n``, ``rho``, ``n_eff`` and ``ci`` columns).
@@ -34,10 +35,16 @@ def interval_rows(compare: pd.DataFrame, metrics: Sequence[str], lang: str) -> p
 
 def _record(row: dict[str, object], lang: str) -> tuple[object, ...]:
     rho, n_eff = _number(row.get("rho")), _number(row.get("n_eff"))
-    how = "requests" if not math.isnan(n_eff) else "repeats" if row.get("repeats", 1) != 1 else "other"
+    how = "requests" if not math.isnan(n_eff) else _across_repeats(row) if row.get("repeats", 1) != 1 else "other"
     # "#id" as the page's tables head their columns: a full name would push ρ out of view.
     return (f"#{row['run_id']}", row["scenario"], row["concurrency"], metric_label(str(row["metric"]), lang),
             _number(row.get("n")), rho, n_eff, t(f"intervals.how.{how}", lang))
+
+
+def _across_repeats(row: dict[str, object]) -> str:
+    """A pooled value's interval is the two-level bootstrap (domain/results/repeat_bootstrap.py);
+    a mean of the repeats' values has the t interval."""
+    return "two_level" if row.get("basis") == "pooled" else "repeats"
 
 
 def _number(value: object) -> float:

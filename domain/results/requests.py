@@ -28,8 +28,14 @@ while the correction needs one statistic of the series and no resampling.
 * The series: the point's successful requests in completion order (``start_s + e2e_ms``;
   row order when a start is unknown).  Its lag-1 autocorrelation ρ̂ is measured on normal
   scores of the ranks (a monotone transform does not change it: TTFT in ms or in log ms
-  give the same), corrected for its small-sample bias (+(1 + 3ρ̂)/n) and kept in [0, 0.99]
-  (a negative correlation would narrow the interval: not trusted).
+  give the same), corrected for its small-sample bias and kept in [0, 0.99] (a negative
+  correlation would narrow the interval: not trusted).  The bias is that of the sample
+  autocorrelation r = Σ s_t s_{t−1} / Σ s_t² of a series whose mean is estimated: for an
+  AR(1) of coefficient ρ, E[r] ≈ ρ − (1 + 4ρ)/n to first order in 1/n (the mean's
+  estimation error and the shorter lagged sum both pull r down), so the estimate is the ρ
+  that bias maps to r, ρ̂ = (n·r + 1) / (n − 4).  Correcting by (1 + 3r)/n, the bias of a
+  least-squares AR(1) coefficient, leaves ρ̂ low by about ρ/n plus the bias of r itself in
+  the correction: intervals a little too narrow exactly where n is small and ρ large.
 * The dependence is taken as geometric (AR(1) in the normal scores: lag-k correlation
   ρ̂^k).  The variance of a statistic is the i.i.d. variance times the inflation
   ``1 + 2 Σ_k (1 − k/n) c_k``, where c_k is the lag-k correlation of what the statistic
@@ -197,7 +203,7 @@ def min_requests_for(quantile_pct: float) -> int:
 
 # Raised whenever the bootstrap would give another interval for the same requests (its
 # resampling, its statistics' rules): intervals kept under an older version are not read.
-BOOTSTRAP_VERSION = 2
+BOOTSTRAP_VERSION = 3
 
 
 def bootstrap_key(duration_s: float | None, names: Sequence[str], n_resamples: int = N_RESAMPLES,
@@ -329,7 +335,8 @@ def lag1_autocorrelation(series: np.ndarray) -> float:
     scores = scores - scores.mean()
     denominator = float(scores @ scores)
     raw = float(scores[1:] @ scores[:-1]) / denominator if denominator > 0 else 0.0
-    return min(_MAX_RHO, max(0.0, raw + (1.0 + 3.0 * raw) / n))
+    corrected = (n * raw + 1.0) / (n - 4.0) if n > 4 else raw + (1.0 + 4.0 * raw) / n
+    return min(_MAX_RHO, max(0.0, corrected))
 
 
 # Above this the inflation grows without bound; a series this correlated says little anyway.
@@ -468,6 +475,11 @@ class _Sample:
 
     def _source(self, latency: str) -> _Ordered | _Gaps:
         return self.itl if latency == "itl" else self.ordered[latency]
+
+
+# The resampling view of a point's requests, for resamplings built elsewhere
+# (domain/results/repeat_bootstrap.py: repeats, then requests within each).
+ResampledPoint = _Sample
 
 
 class _Ordered:
