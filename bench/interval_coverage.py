@@ -5,7 +5,9 @@ requests, 400 points each.  For the median and p90 TTFT and the median TPOT it p
 coverage of the intervals benchdeck keeps (``requests.bootstrap_intervals``) and, beside
 it, that of the i.i.d. percentile bootstrap over requests (each request resampled as if
 independent: 1,000 resamples).  ``python -m bench interval_coverage`` (``--quick``: 100 points
-a cell).  tests/test_intervals.py runs a smaller table."""
+a cell).  Below the table it says what chance alone does to a cell at that many points
+(the binomial spread of a coverage of exactly 95 %), so a cell a point outside 93–97 % is
+read against it.  tests/test_intervals.py runs a smaller table."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ STATISTICS = ("ttft_p50", "ttft_p90", "tpot_p50")
 _MEDIAN = {"ttft": 200.0, "tpot": 20.0}
 _LOG_SD = {"ttft": 0.5, "tpot": 0.3}
 OUTPUT_TOKENS = 128
+CONFIDENCE = req.CONFIDENCE
 
 
 def true_value(name: str) -> float:
@@ -101,10 +104,26 @@ def table_text(rows: list[tuple[int, float, dict[str, tuple[float, float]]]], dr
     return "\n".join(lines)
 
 
+def chance_note(draws: int, cells: int, band: tuple[float, float] = (93.0, 97.0)) -> str:
+    """What chance alone does to a cell: the Monte-Carlo standard error of a coverage of
+    exactly 95 % over ``draws`` points, and how many of ``cells`` such cells fall outside
+    ``band`` (binomial), so a miss by a point or two reads against it."""
+    from scipy import stats
+
+    inside = stats.binom.cdf(math.floor(band[1] * draws / 100.0 + 1e-9), draws, CONFIDENCE) - stats.binom.cdf(
+        math.ceil(band[0] * draws / 100.0 - 1e-9) - 1, draws, CONFIDENCE)
+    error = 100.0 * math.sqrt(CONFIDENCE * (1.0 - CONFIDENCE) / draws)
+    return (f"  chance alone: a coverage of exactly 95 % reads 95 ± {error:.1f} (1 s.e.) over {draws} points; "
+            f"{100.0 * (1.0 - inside):.1f} % of such cells fall outside {band[0]:.0f}–{band[1]:.0f} %, "
+            f"{cells * (1.0 - inside):.1f} of {cells} expected, "
+            f"all {cells} inside {100.0 * inside ** cells:.0f} % of the time")
+
+
 def run(quick: bool = False) -> None:
     draws = 100 if quick else 400
     started = time.perf_counter()
     # Half the CPUs: a shared development machine stays usable while it runs.
     rows = coverage_table(draws, workers=min(len(SIZES) * len(RHOS), max(1, (os.cpu_count() or 1) // 2)))
     print(table_text(rows, draws), flush=True)
+    print(chance_note(draws, len(rows) * len(STATISTICS)), flush=True)
     print(f"  ({time.perf_counter() - started:.0f} s wall, {os.cpu_count()} CPUs)", flush=True)
