@@ -23,7 +23,9 @@ pooled value itself does.
   completion order): ``round(n / inflation)`` draws of its ``n`` requests, so a
   resampled repeat varies as much as a correlated repeat does (the per-point intervals'
   own correction; an i.i.d. draw of all ``n`` would hold a correlated repeat's noise too
-  narrowly).
+  narrowly).  A latency's quantiles share one resampling, drawn as its median's
+  effective sample (the smallest of them): a third of the work, and a tail quantile's
+  interval errs wide.
 * The interval is the 2.5 and 97.5 percentiles of the resampled pooled statistics
   (1,000 resamples, the per-point seed), around the pooled value.
 * What it over- and under-counts: the resampled repeats' spread already holds each
@@ -36,7 +38,9 @@ pooled value itself does.
 
 Latency statistics only (``requests.LATENCY_STATISTICS``); a throughput of a point with
 repeats stays the mean over repeats with its t interval.  Cost: one resampling per
-statistic over all the repeats' requests (tests/test_repeat_bootstrap.py).
+latency over all the repeats' requests, once per point: :func:`pooled_intervals` keeps
+the result in the first repeat's bootstrap memo, which the pages and the CLI export keep
+beside its samples (db/bootstrap_memo.py).
 """
 
 from __future__ import annotations
@@ -69,12 +73,27 @@ def two_level_intervals(repeats: Sequence[pd.DataFrame], names: Sequence[str], *
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(parts), size=(n_resamples, len(parts)))
     out = {}
-    for name in wanted:
-        draws = effective_draws(pooled.series(name), sizes, name)
-        values = pooled.evaluate([name], _two_level_counts(rng, picks, sizes, draws))[0]
-        low, high = np.nanpercentile(values, [50.0 * (1.0 - req.CONFIDENCE), 50.0 * (1.0 + req.CONFIDENCE)])
-        out[name] = req.Interval(pooled.estimates([name])[0], float(low), float(high), int(sizes.sum()))
-    return out
+    for drawn_as, group in _resampled_together(wanted).items():
+        draws = effective_draws(pooled.series(drawn_as), sizes, drawn_as)
+        values = pooled.evaluate(group, _two_level_counts(rng, picks, sizes, draws))
+        estimates = pooled.estimates(group)
+        for i, name in enumerate(group):
+            low, high = np.nanpercentile(values[i], [50.0 * (1.0 - req.CONFIDENCE), 50.0 * (1.0 + req.CONFIDENCE)])
+            out[name] = req.Interval(estimates[i], float(low), float(high), int(sizes.sum()))
+    return {name: out[name] for name in wanted}
+
+
+def _resampled_together(names: Sequence[str]) -> dict[str, list[str]]:
+    """The statistics that share one resampling, by the statistic whose effective sample
+    sets its within-repeat draws: a latency's quantiles share its median's (the quantile a
+    correlation disturbs most: ``requests.variance_inflation``), so its p90 and p99 are
+    drawn a little more noisily than their own effective samples would say (wider, never
+    narrower); a mean is drawn apart, as its own."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        latency, _, stat = name.rpartition("_")
+        groups.setdefault(name if stat == "mean" else f"{latency}_p50", []).append(name)
+    return groups
 
 
 def effective_draws(series: np.ndarray, sizes: np.ndarray, name: str) -> np.ndarray:
