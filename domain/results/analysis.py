@@ -20,9 +20,9 @@ Design choices (each named constant below says why):
   with ≥ 2 repeats, an interval across repeats ('repeats'): for a pooled latency statistic
   (every repeat has its requests) the two-level bootstrap of
   :mod:`domain.results.repeat_bootstrap` (repeats, then requests within each, so
-  launch-to-launch variance is in it), otherwise the t interval of the mean across repeats
-  (from a small t table); with one repeat and per-request samples, a bootstrap interval over the point's
-  requests ('bootstrap', :func:`domain.results.requests.bootstrap_intervals`).  The delta
+  launch-to-launch variance is in it), otherwise the t interval of the mean across
+  repeats (from a small t table); with one repeat and per-request samples, a bootstrap
+  interval over the point's requests ('bootstrap', :func:`domain.results.requests.bootstrap_intervals`).  The delta
   is inside the noise when within ``sqrt(h_run² + h_base²)`` (a Welch-style combination).
   Without an estimate on both sides the verdict is 'uncertain': the delta is shown with
   :data:`UNCERTAIN_MARK` and never coloured better or worse.  A bootstrap cannot estimate

@@ -33,9 +33,9 @@ while the correction needs one statistic of the series and no resampling.
   autocorrelation r = Σ s_t s_{t−1} / Σ s_t² of a series whose mean is estimated: for an
   AR(1) of coefficient ρ, E[r] ≈ ρ − (1 + 4ρ)/n to first order in 1/n (the mean's
   estimation error and the shorter lagged sum both pull r down), so the estimate is the ρ
-  that bias maps to r, ρ̂ = (n·r + 1) / (n − 4).  Correcting by (1 + 3r)/n, the bias of a
-  least-squares AR(1) coefficient, leaves ρ̂ low by about ρ/n plus the bias of r itself in
-  the correction: intervals a little too narrow exactly where n is small and ρ large.
+  that bias maps to r, ρ̂ = (n·r + 1) / (n − 4).  (The bias of a least-squares AR(1)
+  coefficient, (1 + 3ρ)/n, is not r's: r divides by the whole sum of squares.  Left low,
+  ρ̂ narrows the intervals exactly where n is small and ρ large.)
 * The dependence is taken as geometric (AR(1) in the normal scores: lag-k correlation
   ρ̂^k).  The variance of a statistic is the i.i.d. variance times the inflation
   ``1 + 2 Σ_k (1 − k/n) c_k``, where c_k is the lag-k correlation of what the statistic
