@@ -29,7 +29,7 @@ from domain.core.i18n import t
 from domain.core.markdown import streamlit_md_text
 from domain.core.settings import get_settings
 from domain.flags.risk import LayerTable, risk_layers
-from domain.render import charts, deck, one_slide, tables
+from domain.render import charts, deck, one_slide, pictures, tables
 from domain.render.charts import AnyChart, styled
 from domain.results import analysis, curve, energy, estimate_overlay, interval_notes, validity
 from pages.parts.common import current_language, db_guard, store
@@ -573,9 +573,9 @@ def chart_pictures(c: Comparison, stat: str, base: str) -> None:
     for index, (title, chart) in enumerate(chart_set):
         a, b = st.columns(2)
         bar.progress(2 * index / steps, text=f"{t('compare.rendering', lang)} {title}")
-        a.download_button(f"PNG · {title}", deck.comparison_chart_png(c, chart),
+        a.download_button(f"PNG · {title}", pictures.comparison_chart_png(c, chart),
                           file_name=f"{base}-chart{index + 1}.png", mime="image/png", on_click="ignore")
-        b.download_button(f"SVG · {title}", deck.comparison_chart_svg(c, chart),
+        b.download_button(f"SVG · {title}", pictures.comparison_chart_svg(c, chart),
                           file_name=f"{base}-chart{index + 1}.svg", mime="image/svg+xml", on_click="ignore")
     bar.empty()
 

@@ -167,7 +167,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from db.quality_inputs import with_quality
     from db.scaling_gap_inputs import explained_gaps
     from domain.compare.comparison import comparison_with_settings
-    from domain.render import deck, llmd_report, one_slide, tables
+    from domain.render import deck, llmd_report, one_slide, pictures, tables
     from domain.results.frames import points_frame
 
     store = Store.from_settings(settings)
@@ -211,8 +211,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             written.append(_write(out / f"{stem}.pptx", deck.comparison_deck(c, gaps=explained_gaps(store, run_ids))))
         else:
             for index, (_title, chart) in enumerate(deck.standard_charts(c), start=1):
-                data = (deck.comparison_chart_png(c, chart) if fmt == "png"
-                        else deck.comparison_chart_svg(c, chart).encode())
+                data = (pictures.comparison_chart_png(c, chart) if fmt == "png"
+                        else pictures.comparison_chart_svg(c, chart).encode())
                 written.append(_write(out / f"{stem}-chart{index}.{fmt}", data))
     for line in c.caveat:
         print(f"# {line}", file=sys.stderr)

@@ -129,7 +129,7 @@ def import_quietly(modules: list[str]) -> None:
         import pandas as pd
 
         from domain.render.charts import run_points_chart  # the one package that draws with Altair
-        from domain.render.deck import page_spec, page_svg
+        from domain.render.pictures import page_spec, page_svg
 
         page_svg(page_spec(run_points_chart(pd.DataFrame({"scenario": ["s"], "concurrency": [1], "metric": ["m"],
                                                           "value": [1.0]}))))

@@ -30,7 +30,7 @@ from db.scaling_gap_inputs import explained_gaps
 from domain.compare.comparison import Comparison, build_comparison
 from domain.core.i18n import t
 from domain.importer.conditions import ImportConditions
-from domain.render import deck
+from domain.render import deck, gap_slides, slide_parts, tables
 from domain.results.frames import points_frame
 from domain.results.scaling_gap import GAP_COLUMNS, gap_sentences, top_cause
 from tests.conftest import ROOT
@@ -109,10 +109,10 @@ def test_the_deck_has_a_why_not_n_slide_per_swept_run(runs: Runs, lang: str) -> 
     c = _comparison(store, runs.swept, [runs.single], lang)
     pptx = deck.comparison_deck(c, gaps=gaps)
     slides = _gap_slides(pptx, lang)
-    label = deck.run_label_of(c, runs.swept)
+    label = tables.run_label_of(c, runs.swept)
     assert label.endswith(t("compare.suffix.emulated", lang))  # labelled as everywhere else
     assert _texts(slides[0])[0] == t("deck_gap.title", lang, title=t("scaling_gap.title", lang), run=label)
-    assert not any(deck.run_label_of(c, runs.single) in _texts(s)[0] for s in slides)  # skipped, nothing drawn
+    assert not any(tables.run_label_of(c, runs.single) in _texts(s)[0] for s in slides)  # skipped, nothing drawn
     text = _paragraphs(slides)
     for (scenario, _, _), step in frame.groupby(["scenario", "c_from", "c_to"]):
         summary, *causes = gap_sentences(step, lang)  # the page's sentences, in the deck's language
@@ -182,7 +182,7 @@ def _px(value: int) -> int:
 def _check_and_draw(slide: Any, path: Path) -> None:
     """Draw the picture and every text box (wrapped with the deck's font at its size) where the
     slide puts them, and fail when a text box's wrapped text runs past its box."""
-    image = Image.new("RGB", (_px(deck.SLIDE_W), _px(deck.SLIDE_H)), "white")
+    image = Image.new("RGB", (_px(slide_parts.SLIDE_W), _px(slide_parts.SLIDE_H)), "white")
     draw = ImageDraw.Draw(image)
     for shape in slide.shapes:
         box = (_px(shape.left), _px(shape.top), _px(shape.left + shape.width), _px(shape.top + shape.height))
@@ -246,8 +246,8 @@ def test_the_rough_drawing_wraps_japanese_and_keeps_latin_words_whole() -> None:
 def test_a_run_absent_from_the_gaps_gets_no_slide(store: Store) -> None:
     [run_id] = import_file(store, COLD_SWEEP, ImportConditions(), actor=operator("t")).run_ids
     c = _comparison(store, run_id, [run_id], "en")
-    assert deck.scaling_gap_slides(c, {}) == []
-    assert deck.scaling_gap_slides(c, {run_id: pd.DataFrame(columns=list(GAP_COLUMNS))}) == []
+    assert gap_slides.scaling_gap_slides(c, {}) == []
+    assert gap_slides.scaling_gap_slides(c, {run_id: pd.DataFrame(columns=list(GAP_COLUMNS))}) == []
 
 
 def test_sentences_that_do_not_fit_beside_the_chart_go_on_after_it(store: Store) -> None:
@@ -258,7 +258,7 @@ def test_sentences_that_do_not_fit_beside_the_chart_go_on_after_it(store: Store)
     three = pd.concat([frame.assign(scenario=f"{name}-{s}") for name in ("a", "b", "c") for s in frame.scenario[:1]])
     c = _comparison(store, run_id, [run_id], "ja")
     slides = _gap_slides(deck.comparison_deck(c, gaps={run_id: three}), "ja")
-    title = t("deck_gap.title", "ja", title=t("scaling_gap.title", "ja"), run=deck.run_label_of(c, run_id))
+    title = t("deck_gap.title", "ja", title=t("scaling_gap.title", "ja"), run=tables.run_label_of(c, run_id))
     assert len(slides) > 1
     assert [_texts(s)[0] for s in slides] == [
         t("compare.deck.table_part", "ja", title=title, part=n, parts=len(slides)) for n in range(1, len(slides) + 1)]

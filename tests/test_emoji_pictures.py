@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from domain.render.deck import chart_png
+from domain.render.pictures import chart_png
 from tests.support.app_server import ARTIFACTS
 
 

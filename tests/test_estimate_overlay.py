@@ -29,7 +29,8 @@ from domain.estimate.constants import calibration_for
 from domain.estimate.sizing import GPUS
 from domain.estimate.step_time import BOUNDS
 from domain.render import charts
-from domain.render.deck import chart_png, comparison_chart_png, standard_charts
+from domain.render.deck import standard_charts
+from domain.render.pictures import chart_png, comparison_chart_png
 from domain.render.tables import comparison_csv, comparison_estimates, comparison_markdown, notes_table, point_notes
 from domain.results import estimate_overlay
 from domain.results.frames import points_frame

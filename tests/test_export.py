@@ -30,15 +30,8 @@ from pptx.oxml.ns import qn
 from domain.compare.comparison import Comparison, build_comparison
 from domain.render import charts
 from domain.render.charts import FONT
-from domain.render.deck import (
-    FOOTER_NAME,
-    chart_png,
-    chart_svg,
-    comparison_chart_png,
-    comparison_chart_svg,
-    comparison_deck,
-    standard_charts,
-)
+from domain.render.deck import FOOTER_NAME, comparison_deck, standard_charts
+from domain.render.pictures import chart_png, chart_svg, comparison_chart_png, comparison_chart_svg
 from domain.render.tables import (
     comparison_csv,
     comparison_markdown,

@@ -27,7 +27,8 @@ from pptx.oxml.ns import qn
 from domain.compare.comparison import Comparison, build_comparison
 from domain.render import charts
 from domain.render.charts import FONT
-from domain.render.deck import comparison_chart_png, comparison_chart_svg, comparison_deck
+from domain.render.deck import comparison_deck
+from domain.render.pictures import comparison_chart_png, comparison_chart_svg
 from domain.render.tables import (
     FORMULA_TRIGGERS,
     comment_line,

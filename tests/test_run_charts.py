@@ -1,4 +1,4 @@
-"""The run page's charts as pictures (pages/parts/run_charts.py, domain/render/deck.py
+"""The run page's charts as pictures (pages/parts/run_charts.py, domain/render/pictures.py
 ``page_svg``): what a visit of a finished run shows in each language, what a picture holds
 when a name carries markup, and what the server draws before the page asks (AppTest against
 a real DuckDB file with synthetic succeeded runs, bench/synthetic.py)."""
@@ -17,7 +17,7 @@ from bench import synthetic
 from db import Store
 from domain.core.i18n import t
 from domain.render.charts import PAGE_FONT, run_points_chart
-from domain.render.deck import PAGE_FONT_FAMILY, page_spec, svg_width
+from domain.render.pictures import PAGE_FONT_FAMILY, page_spec, svg_width
 from pages.parts import run_charts, run_gaps
 from tests.support.calls import counted
 from tests.support.pages import open_page

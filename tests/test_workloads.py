@@ -197,7 +197,7 @@ def test_the_rate_curve_is_drawn_with_its_knee_and_exported() -> None:
     gains the rate chart (its knee a dashed rule, named in the subtitle), the Markdown export
     carries the knee table, and the checklist calls the pair not comparable."""
     from domain.compare.comparison import build_comparison
-    from domain.render import deck, tables
+    from domain.render import deck, pictures, tables
     from tests.test_analysis import frame, point
 
     rates = [(1, 1.0, 50), (2, 2.0, 55), (4, 3.9, 70), (8, 7.2, 150), (16, 7.5, 2000)]
@@ -207,7 +207,7 @@ def test_the_rate_curve_is_drawn_with_its_knee_and_exported() -> None:
     assert c.checklist.set_index("run_id").loc[2, "verdict"] == "not_comparable"
     titles = [title for title, _chart in deck.standard_charts(c)]
     assert titles[-1] == t("workload.chart.rate_title", "en")
-    svg = deck.comparison_chart_svg(c, deck.standard_charts(c)[-1][1])
+    svg = pictures.comparison_chart_svg(c, deck.standard_charts(c)[-1][1])
     assert "saturates at an arrival rate of 8 req/s" in svg and "stroke-dasharray" in svg
     markdown = tables.comparison_markdown(c)
     assert t("workload.section.rate_knees", "en") in markdown and "| 8 |" in markdown.replace("8.0", "8")

@@ -32,13 +32,13 @@ from domain.results.energy import energy_label
 from domain.results.scaling_gap import CAUSES
 
 FONT = "Noto Sans CJK JP"
-# The run page's pictures (domain/render/deck.py ``page_svg``) are SVG whose text the viewer's
+# The run page's pictures (domain/render/pictures.py ``page_svg``) are SVG whose text the viewer's
 # browser draws with its own fonts; vl-convert only measures it, to lay the chart out.  It
 # measures each text by outlining its glyphs, which in FONT (a CFF face in a 19 MB
 # collection) took most of a picture's time: 0.14 s for a run's points and 0.21 s for its
 # "Why not N×?", against 0.04 s and 0.08 s in Liberation Sans (vl-convert 1.9 here, best of
 # three).  Liberation Sans ships inside vl-convert, so every server measures with it, and its
-# widths are Arial's by design, the face most viewers draw it with (deck.PAGE_FONT_FAMILY).
+# widths are Arial's by design, the face most viewers draw it with (pictures.PAGE_FONT_FAMILY).
 PAGE_FONT = "Liberation Sans"
 PANEL_WIDTH = 340
 PANEL_HEIGHT = 210

@@ -28,7 +28,8 @@ from pptx.util import Emu, Inches, Pt
 from domain.compare.comparison import Comparison
 from domain.core.i18n import t
 from domain.render import text_fit
-from domain.render.deck import SLIDE_H, SLIDE_W, draw_native_chart, set_run_font, throughput_chart
+from domain.render.pptx_charts import draw_native_chart, throughput_chart
+from domain.render.slide_parts import SLIDE_H, SLIDE_W, set_run_font
 from domain.render.tables import format_number
 from domain.results import analysis, difference
 

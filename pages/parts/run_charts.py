@@ -5,7 +5,7 @@ In a fresh tab the browser spent about 0.6 s drawing the run page's two Vega cha
 app starts with them and eight without, settled 2.04 s and 1.42 s median (the cold visit of
 ``bench/pages_browser.py``, 10,000 runs).  Most of it is Vega's code running for the first
 time in the tab, which the first chart pays whatever its size, so one chart fewer saved
-little.  A picture drawn by vl-convert, as the exports are (``domain.render.deck``), costs
+little.  A picture drawn by vl-convert, as the exports are (``domain.render.pictures``), costs
 the browser next to nothing: eight starts of each, interleaved, settled 2.02 s with the Vega
 charts, 1.88 s with PNG pictures (drawn at 2×: 0.25-0.5 s of the server each) and 1.65 s
 with SVG pictures (0.2 s each), so SVG.  The server draws each picture once, cached by the
@@ -24,7 +24,7 @@ from streamlit.elements.vega_charts import _altair_globals_lock
 
 from db.rows import PointRow
 from domain.render.charts import AnyChart, run_points_chart
-from domain.render.deck import page_spec, page_svg, svg_width
+from domain.render.pictures import page_spec, page_svg, svg_width
 
 # The points chart's metrics: (the point's field, the name the page's table gives it).
 CHARTED = (("output_throughput", "output tok/s"), ("ttft_median_ms", "TTFT p50 (ms)"))

@@ -40,7 +40,7 @@ def finished_attempt_gap_lists(run_id: int, attempt_id: int, startup_facts: str,
 
 def finished_attempt_gap_chart(run_id: int, attempt_id: int, startup_facts: str, language: str) -> AnyChart:
     """The split's chart of a succeeded attempt, as its picture draws it (styled there:
-    ``deck.page_spec``); built only when the picture is, which is cached."""
+    ``pictures.page_spec``); built only when the picture is, which is cached."""
     # Untitled: the page's heading above it says "Why not N×?" (the exports keep the title).
     return scaling_gap_chart(finished_attempt_gaps(run_id, attempt_id, startup_facts), language, titled=False)
 
