@@ -37,6 +37,7 @@ import psutil
 from db import Store
 from domain.core.access import Actor, Role
 from domain.core.settings import get_settings
+from domain.engines.sglang_metrics import SGLANG_METRICS
 from domain.flags.schema import SCHEMA_DIR
 from domain.plan.plan_io import plan_from_mapping
 from domain.plan.presets import MODELS
@@ -192,7 +193,7 @@ def _await_metrics(url: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            read_server_metrics(url, time.time())
+            read_server_metrics(SGLANG_METRICS, url, time.time())
             return
         except Exception:
             time.sleep(0.3)
@@ -201,7 +202,7 @@ def _await_metrics(url: str) -> None:
 def _print_sampler_cost(url: str, label: str, seconds: float) -> None:
     me = psutil.Process()
     cpu0 = sum(me.cpu_times()[:2])
-    sampler = Sampler(lambda now: read_server_metrics(url, now), hz=4)
+    sampler = Sampler(lambda now: read_server_metrics(SGLANG_METRICS, url, now), hz=4)
     sampler.start()
     time.sleep(seconds)
     samples = sampler.stop()

@@ -25,6 +25,7 @@ from db.bootstrap_memo import keep_intervals
 from db.store import ProcessGroup, utcnow
 from domain.core.settings import ExternalEndpoint, Settings
 from domain.core.states import AttemptStatus, FailureKind
+from domain.engines import SGLANG, adapter_for
 from domain.flags.dialects.vllm import load_vllm_policy, validate_vllm_args
 from domain.flags.policy import Policy
 from domain.flags.schema import Schema, known_versions
@@ -70,11 +71,10 @@ from runner.telemetry import (
     NvmlReader,
     Sample,
     Sampler,
-    read_server_metrics,
+    metrics_reader,
     summarise,
     write_parquet,
 )
-from runner.vllm_metrics import read_vllm_metrics
 from runner.workload_run import WorkloadFileError, checked_workload_label, driver_request
 
 GPU_MEMORY_TOLERANCE_GB = 1.0
@@ -632,7 +632,9 @@ class AttemptExecution:
         samplers = []
         for name, url in deployment.metrics_urls():
             source = "server" if deployment.kind == "aggregated" else f"server:{name}"
-            reader = read_vllm_metrics if self.ctx.plan.is_vllm and name != "router" else read_server_metrics
+            # SGLang's router (under a vLLM plan too) is read as SGLang's
+            engine = SGLANG if name == "router" else adapter_for(self.ctx.plan.engine)
+            reader = metrics_reader(engine.metrics)
             samplers.append(Sampler(_server_reader(url, source, reader), hz=self.settings.telemetry_hz))
         if self.nvml is not None:
             samplers.append(Sampler(self.nvml.reader(self.ctx.gpus), hz=self.settings.telemetry_hz))

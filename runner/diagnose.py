@@ -6,7 +6,7 @@ content.  The report is exactly what the runner extracts, through the runner's o
 * a log: the failure (``runner/logparse.py::find_failure``: kind, whether a retry may help,
   the quoted line, the hint) or none, the start-up stage reached and the start-up facts;
 * metrics: every gauge series with its labels, and the totals the runner records for a
-  point (``runner/telemetry.py::server_totals``);
+  point (SGLang's ``MetricNames.totals``, ``domain/engines/sglang_metrics.py``);
 * server info: the facts ``runner/server_process.py::server_info_facts`` keeps.
 
 Operators run it on a failed run's server log; tests run it on real SGLang output.
@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from domain.core.i18n import t
+from domain.engines.server_metrics import GaugeSeries
+from domain.engines.sglang_metrics import SGLANG_METRICS
 from runner.logparse import Diagnosis, find_failure, startup_facts, startup_stage
 from runner.server_process import server_info_facts
-from runner.telemetry import GaugeSeries, gauge_series, server_totals
+from runner.telemetry import gauge_series
 
 # One Prometheus sample line: name{labels} value [timestamp].
 _SAMPLE = re.compile(r"^[A-Za-z_:][\w:]*(?:\{.*\})?\s+(?:[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?|NaN|[-+]?Inf)(?:\s+-?\d+)?$")
@@ -86,7 +88,7 @@ def _metrics_report(text: str) -> dict[str, Any]:
     clean = "\n".join(_prometheus_lines(text)) + "\n"
     series = gauge_series(clean, only_kept=False)
     facts = {fact: _json_number(s.value) for s in reversed(series) if (fact := _CAPACITY_GAUGES.get(s.name))}
-    totals = {metric: _json_number(value) for metric, value in server_totals(series).items()}
+    totals = {metric: _json_number(value) for metric, value in SGLANG_METRICS.totals(series).items()}
     return {"failure": None, "stage": None, "facts": facts, "series": [_series_json(s) for s in series],
             "summary": totals}
 

@@ -37,12 +37,12 @@ import requests
 from domain.core.i18n import t
 from domain.core.settings import ExternalEndpoint, Settings
 from domain.core.states import FailureKind
+from domain.engines import adapter_for, families
 from domain.plan.run_plan import RunPlan
 from runner import server_process
 from runner import topology as topo
 from runner.bench_client import BenchTokenizer, TokenizerUnavailable, bench_tokenizer, describe_tokenizer
-from runner.telemetry import Sample, read_server_metrics
-from runner.vllm_metrics import read_vllm_metrics
+from runner.telemetry import Sample, metrics_reader
 
 MODELS_PATH = "/v1/models"
 PROBE_TIMEOUT_S = 5.0
@@ -51,7 +51,7 @@ GPU_NOT_HERE = ("not on this host: an external endpoint's GPUs are not this runn
 # The declared engines whose /metrics benchdeck can read, and with which reader.
 Reader = Callable[[str, float], list[Sample]]
 METRICS_READERS: dict[str, Reader] = {
-    "sglang": read_server_metrics, "vllm": read_vllm_metrics,
+    family: metrics_reader(adapter_for(family).metrics) for family in families() if adapter_for(family).metrics.kept
 }
 SOURCE = "server"
 

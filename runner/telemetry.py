@@ -9,9 +9,12 @@ Two summaries are not statistics of a level (see :func:`summarise`): NVML's cloc
 reasons are a bitmask, summarised as the bitwise OR of every sample; the server's token
 counters become their increase over the measured window (``*_delta``).
 
-The /metrics reader is on the sampler's hot path (4 Hz per server for a whole sweep), so
-it keeps one HTTP connection per thread and parses only the lines of the families it
-keeps; ``python -m bench runner_gaps`` measures what it costs.
+The /metrics reader is written once for every engine family: it is handed the family's
+:class:`~domain.engines.server_metrics.MetricNames` (the engine adapter's ``metrics``: which
+families it keeps under which benchdeck name, how their series add up).  It is on the
+sampler's hot path (4 Hz per server for a whole sweep), so it keeps one HTTP connection per
+thread and parses only the lines of the families it keeps; ``python -m bench runner_gaps``
+measures what it costs.
 """
 
 from __future__ import annotations
@@ -29,37 +32,15 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# sglang: gauges worth a time series.
-SERVER_GAUGES = {
-    "sglang:num_running_reqs": "running_reqs",
-    "sglang:num_queue_reqs": "queued_reqs",
-    "sglang:token_usage": "token_usage",
-    "sglang:cache_hit_rate": "cache_hit_rate",
-    "sglang:gen_throughput": "gen_throughput",
-    "sglang:num_used_tokens": "used_tokens",
-}
-# sglang: the tokenizer manager's token counters (srt/observability/metrics_collector.py,
-# TokenizerMetricsCollector), raised once per finished request by its prompt and generated
-# tokens: the server's own count of the lengths it served.
-SERVER_COUNTERS = {
-    "sglang:prompt_tokens_total": "prompt_tokens_total",
-    "sglang:generation_tokens_total": "generation_tokens_total",
-}
-# sglang: the scheduler's counters (SchedulerMetricsCollector, same file): requests
-# retracted because the KV pool could not hold the next token, and forward passes by CUDA
-# graph mode (label ``mode``: decode_cuda_graph / decode_none / prefill_cuda_graph /
-# prefill_none).  Exported per scheduler like its gauges, so totalled like them
-# (:func:`scheduler_counter_totals`).  domain/results/scaling_gap.py reads their deltas.
-RETRACTED = "sglang:num_retracted_requests_total"
-GRAPH_PASSES = "sglang:cuda_graph_passes_total"
-SCHEDULER_COUNTERS = {RETRACTED: "retracted_requests_total", GRAPH_PASSES: "cuda_graph_passes_total"}
-_PASS_MODES = {"decode_cuda_graph": "graph_decode_passes_total", "decode_none": "eager_decode_passes_total"}
+from domain.engines.server_metrics import GaugeSeries, MetricNames
+from domain.engines.sglang_metrics import SERVER_GAUGES, SGLANG_METRICS
+
 # What each counter's summary is called: its increase over the measured window.
 COUNTER_DELTAS = {"prompt_tokens_total": "prompt_tokens_delta", "generation_tokens_total": "generation_tokens_delta",
                   "retracted_requests_total": "retracted_requests_delta",
                   "graph_decode_passes_total": "graph_decode_passes_delta",
                   "eager_decode_passes_total": "eager_decode_passes_delta",
-                  # vLLM's prefix cache (runner/vllm_metrics.py): prompt tokens looked up, and found
+                  # vLLM's prefix cache (domain/engines/vllm_metrics.py): prompt tokens looked up, and found
                   "prefix_cache_queries_total": "prefix_cache_queries_delta",
                   "prefix_cache_hits_total": "prefix_cache_hits_delta"}
 # Under PD a request passes both roles and each counts it: prompt tokens are the prefill
@@ -78,8 +59,6 @@ IDLE_SHARE = "util_idle_share"
 # NVML's clock-event reasons are a bitmask: its summary is the OR of every sample.
 BITMASK_METRICS = frozenset({"clock_event_reasons"})
 
-_KEPT = {**SERVER_GAUGES, **SERVER_COUNTERS, **SCHEDULER_COUNTERS}
-_ALL_COUNTERS = frozenset({*SERVER_COUNTERS, *SCHEDULER_COUNTERS})
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _ESCAPE = re.compile(r"\\[\\\"n]")
@@ -190,15 +169,6 @@ def open_nvml(module: Any = None) -> tuple[NvmlReader | None, str | None]:
         return None, f"NVML unavailable: {type(exc).__name__}: {exc}"
 
 
-@dataclass(frozen=True)
-class GaugeSeries:
-    """One labelled series of a gauge (or a kept counter), as /metrics exposes it."""
-
-    name: str  # SGLang's name, e.g. sglang:num_running_reqs
-    labels: dict[str, str]
-    value: float
-
-
 def _unescape(value: str) -> str:
     return _ESCAPE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
 
@@ -214,8 +184,8 @@ def parse_sample_line(line: str) -> GaugeSeries:
     return GaugeSeries(line[:brace], labels, float(line[close + 1:].split()[0]))
 
 
-def kept_series(text: str | bytes) -> list[GaugeSeries]:
-    """Every series of SERVER_GAUGES and SERVER_COUNTERS in a /metrics text, labels kept.
+def kept_series(text: str | bytes, names: MetricNames) -> list[GaugeSeries]:
+    """Every series of the families ``names`` keeps in a /metrics text, labels kept.
 
     Only those families' lines are looked at.  The text format keeps a family's samples
     together after its ``# TYPE`` line, so each family is found by one ``str.find`` of that
@@ -226,16 +196,12 @@ def kept_series(text: str | bytes) -> list[GaugeSeries]:
     (``tests/test_metrics_sampler.py`` checks both on real expositions)."""
     raw = text.encode() if isinstance(text, str) else text
     return [parse_sample_line(line.decode("utf-8", errors="replace"))
-            for name in _KEPT for line in _family_lines(raw, name.encode())]
-
-
-def _family_lines(text: bytes, name: bytes) -> list[bytes]:
-    return family_lines(text, name, counter=name.decode() in _ALL_COUNTERS)
+            for name in names.kept for line in family_lines(raw, name.encode(), counter=names.is_counter(name))]
 
 
 def family_lines(text: bytes, name: bytes, *, counter: bool) -> list[bytes]:
     """The sample lines of ``name`` (a sample name: a counter's ends in ``_total``) in an
-    exposition, read as :func:`kept_series` reads them (runner/vllm_metrics.py too)."""
+    exposition, as :func:`kept_series` reads them."""
     family = name.removesuffix(b"_total") if counter else name
     for typed in dict.fromkeys((name, family)):  # a counter's TYPE is written with or without _total
         at = text.find(b"# TYPE " + typed + b" ")
@@ -277,92 +243,14 @@ def _untyped_lines(text: bytes, name: bytes) -> list[bytes]:
 
 
 def gauge_series(text: str, *, only_kept: bool = True) -> list[GaugeSeries]:
-    """Every series of the gauges in a /metrics text, labels kept; ``only_kept`` limits it
-    to SERVER_GAUGES (the sampler's fast path, :func:`kept_series`); otherwise every gauge
-    family through the Prometheus parser (``python -m runner diagnose``)."""
+    """Every series of the gauges in an SGLang /metrics text, labels kept; ``only_kept``
+    limits it to SGLang's kept gauges (the sampler's fast path, :func:`kept_series`);
+    otherwise every gauge family through the Prometheus parser (``python -m runner diagnose``)."""
     if only_kept:
-        return [s for s in kept_series(text) if s.name in SERVER_GAUGES]
+        return [s for s in kept_series(text, SGLANG_METRICS) if s.name in SERVER_GAUGES]
     return [GaugeSeries(sample.name, dict(sample.labels), float(sample.value))
             for family in text_string_to_metric_families(text) if family.type == "gauge"
             for sample in family.samples]
-
-
-# Gauges that count things add up across DP replicas; a ratio of equal-sized pools does not,
-# so its replicas are averaged.
-_RATIO_GAUGES = frozenset({"token_usage", "cache_hit_rate"})
-
-
-def _replica(labels: dict[str, str]) -> tuple[str, str]:
-    """Which DP replica a series describes: its ``dp_rank``, or, where SGLang sets none, its
-    ``tp_rank`` (only the first attention-TP rank of each DP group exports by default)."""
-    return labels.get("engine_type", ""), labels.get("dp_rank", labels.get("tp_rank", ""))
-
-
-def _rank_order(labels: dict[str, str]) -> tuple[int, int]:
-    return int(labels.get("pp_rank", 0) or 0), int(labels.get("tp_rank", 0) or 0)
-
-
-def server_totals(series: list[GaugeSeries]) -> dict[str, float]:
-    """SERVER_GAUGES for the whole server, as the runner records them.
-
-    SGLang (``srt/observability/metrics_collector.py``) exports one series per scheduler
-    that logs stats: one per DP replica (``dp_rank``; ``tp_rank`` in versions without it),
-    and, with priority scheduling, per-priority breakdowns (``priority="<n>"``) next to the
-    total (``priority=""``).  So: breakdowns dropped, one series per replica (the lowest
-    pp/tp rank, the others repeat it), counts summed over replicas and ratios averaged.
-    """
-    values = _per_replica(series, _gauge_metric)
-    return {metric: (sum(v) / len(v) if metric in _RATIO_GAUGES else sum(v)) for metric, v in values.items()}
-
-
-def counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
-    """SERVER_COUNTERS summed over their label series.  Unlike the scheduler's gauges these
-    are the tokenizer manager's: each finished request raises exactly one series (its
-    ``is_streaming``, ``priority`` and custom labels), so no series repeats another."""
-    totals: dict[str, float] = {}
-    for s in series:
-        metric = SERVER_COUNTERS.get(s.name)
-        if metric is not None:
-            totals[metric] = totals.get(metric, 0.0) + s.value
-    return totals
-
-
-def scheduler_counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
-    """SCHEDULER_COUNTERS for the whole server: as :func:`server_totals` does for the
-    scheduler's gauges, one series per DP replica (the lowest pp/tp rank) summed over
-    replicas; CUDA-graph passes split by decode mode (prefill modes are not kept)."""
-    return {metric: sum(v) for metric, v in _per_replica(series, _scheduler_counter_metric).items()}
-
-
-def _per_replica(series: list[GaugeSeries], metric_of: Callable[[GaugeSeries], str | None]) -> dict[str, list[float]]:
-    """Each metric's values, one per DP replica: the series of the lowest pp/tp rank (the
-    other ranks of a replica repeat it); ``metric_of`` names a series' metric or drops it."""
-    per_replica: dict[tuple[str, str, str], GaugeSeries] = {}
-    for s in series:
-        metric = metric_of(s)
-        if metric is None:
-            continue
-        key = (metric, *_replica(s.labels))
-        kept = per_replica.get(key)
-        if kept is None or _rank_order(s.labels) < _rank_order(kept.labels):
-            per_replica[key] = s
-    values: dict[str, list[float]] = {}
-    for (metric, _, _), s in per_replica.items():
-        values.setdefault(metric, []).append(s.value)
-    return values
-
-
-def _gauge_metric(s: GaugeSeries) -> str | None:
-    """A SERVER_GAUGES series' metric; a per-priority breakdown is dropped (its total is kept)."""
-    return None if s.labels.get("priority", "") else SERVER_GAUGES.get(s.name)
-
-
-def _scheduler_counter_metric(s: GaugeSeries) -> str | None:
-    """A SCHEDULER_COUNTERS series' metric; CUDA-graph passes by decode mode (prefill modes dropped)."""
-    metric = SCHEDULER_COUNTERS.get(s.name)
-    if metric == SCHEDULER_COUNTERS[GRAPH_PASSES]:
-        return _PASS_MODES.get(s.labels.get("mode", ""))
-    return metric
 
 
 class MetricsUnavailable(RuntimeError):
@@ -414,13 +302,22 @@ def fetch_metrics(base_url: str, timeout_s: float = 1.0) -> bytes:
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def read_server_metrics(base_url: str, now: float, timeout_s: float = 1.0) -> list[Sample]:
-    """One reading of a server: SERVER_GAUGES and SCHEDULER_COUNTERS totalled over
-    replicas, SERVER_COUNTERS over label series (cumulative values; :func:`summarise` turns
-    the counters into deltas)."""
-    series = kept_series(fetch_metrics(base_url, timeout_s))
-    totals = {**server_totals(series), **counter_totals(series), **scheduler_counter_totals(series)}
+def server_samples(names: MetricNames, text: bytes | str, now: float) -> list[Sample]:
+    """One reading of a server's /metrics text as ``server`` samples at ``now``: the families
+    ``names`` keeps, totalled for the whole server (:meth:`MetricNames.totals`; counters
+    cumulative, :func:`summarise` turns them into deltas)."""
+    totals = names.totals(kept_series(text, names))
     return [Sample(now, "server", None, metric, value) for metric, value in totals.items()]
+
+
+def read_server_metrics(names: MetricNames, base_url: str, now: float, timeout_s: float = 1.0) -> list[Sample]:
+    """GET ``base_url``/metrics on the kept-alive connection and read it as samples."""
+    return server_samples(names, fetch_metrics(base_url, timeout_s), now)
+
+
+def metrics_reader(names: MetricNames) -> Callable[[str, float], list[Sample]]:
+    """A sampler's reader of a server's /metrics: (base URL, now) -> samples."""
+    return lambda base_url, now: read_server_metrics(names, base_url, now)
 
 
 @dataclass
@@ -471,7 +368,7 @@ def summarise(samples: list[Sample], *, since: float | None) -> list[dict[str, A
     - BITMASK_METRICS (NVML's clock-event reasons): ``max`` is the bitwise OR of every
       sample's mask (a reason seen once counts), ``mean`` and ``p50`` are None;
     - a GPU's ``util_pct`` also gives a ``util_idle_share`` row: the share of its samples at 0 %;
-    - SERVER_COUNTERS and SCHEDULER_COUNTERS: not kept as such; each becomes a COUNTER_DELTAS row whose ``max`` is
+    - the server's counters: not kept as such; each becomes a COUNTER_DELTAS row whose ``max`` is
       the counter's increase over the window, from the first reading at or after ``since``
       to the last (the sampler's final one, taken after the point ended), ``mean`` and
       ``p50`` None.  SGLang raises these counters when a request finishes, so the warmup's

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from domain.engines.sglang_metrics import SGLANG_METRICS
 from runner.diagnose import diagnose_text, input_kind
 from runner.server_process import server_info_facts
-from runner.telemetry import gauge_series, server_totals
+from runner.telemetry import gauge_series
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "real-sglang-output"
@@ -173,7 +174,7 @@ sglang:token_usage{dp_rank="1",engine_type="unified",pp_rank="0",tp_rank="4"} 0.
 def test_per_rank_and_per_priority_series_are_totalled_not_averaged() -> None:
     """Per-priority breakdowns repeat the priority="" total, and later pipeline stages repeat
     their DP replica: neither is counted again.  Ratios are averaged over replicas."""
-    totals = server_totals(gauge_series(DP_METRICS))
+    totals = SGLANG_METRICS.totals(gauge_series(DP_METRICS))
     assert totals == {"running_reqs": 17.0, "queued_reqs": 5.0, "token_usage": 0.375}
     report = diagnose_text(DP_METRICS)
     assert len(report["series"]) == 9 and report["summary"]["running_reqs"] == 17

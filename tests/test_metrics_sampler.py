@@ -20,22 +20,23 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.runner_gaps import real_exposition
 from domain.core.settings import get_settings
-from domain.flags.schema import SCHEMA_DIR
-from emulator.testing import running_emulator
-from runner.telemetry import (
+from domain.engines.server_metrics import GaugeSeries
+from domain.engines.sglang_metrics import (
+    PASS_MODES,
     SCHEDULER_COUNTERS,
     SERVER_COUNTERS,
     SERVER_GAUGES,
-    GaugeSeries,
+    SGLANG_METRICS,
+)
+from domain.flags.schema import SCHEMA_DIR
+from emulator.testing import running_emulator
+from runner.telemetry import (
     MetricsUnavailable,
     Sample,
     Sampler,
-    counter_totals,
     fetch_metrics,
     kept_series,
     read_server_metrics,
-    scheduler_counter_totals,
-    server_totals,
     summarise,
 )
 from tests.conftest import ROOT
@@ -51,8 +52,25 @@ def _oracle(text: str) -> list[GaugeSeries]:
             for family in text_string_to_metric_families(text) for s in family.samples if s.name in kept]
 
 
+def _totals_of(series: list[GaugeSeries], metrics: set[str]) -> dict[str, float]:
+    """The one reader's totals (SGLang's names) of ``metrics`` only."""
+    return {metric: value for metric, value in SGLANG_METRICS.totals(series).items() if metric in metrics}
+
+
+def server_totals(series: list[GaugeSeries]) -> dict[str, float]:
+    return _totals_of(series, set(SERVER_GAUGES.values()))
+
+
+def counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
+    return _totals_of(series, set(SERVER_COUNTERS.values()))
+
+
+def scheduler_counter_totals(series: list[GaugeSeries]) -> dict[str, float]:
+    return _totals_of(series, {SCHEDULER_COUNTERS["sglang:num_retracted_requests_total"], *PASS_MODES.values()})
+
+
 def _same_series(text: str) -> None:
-    fast, slow = kept_series(text), _oracle(text)
+    fast, slow = kept_series(text, SGLANG_METRICS), _oracle(text)
     assert sorted(map(repr, fast)) == sorted(map(repr, slow))
     assert server_totals(fast) == server_totals(slow) and counter_totals(fast) == counter_totals(slow)
     assert scheduler_counter_totals(fast) == scheduler_counter_totals(slow)
@@ -73,7 +91,8 @@ def test_the_line_parser_reads_what_the_prometheus_parser_reads(path: Path) -> N
 @pytest.mark.skipif(not REFERENCE.is_dir(), reason="../shared (reference copies of real SGLang output) is absent")
 def test_the_reference_counters_are_found() -> None:
     text = (REFERENCE / "metrics_01_docs_example_llama3.1-8b_v0.4.0era.txt").read_text(encoding="utf-8")
-    assert counter_totals(kept_series(text)) == {"prompt_tokens_total": 8128902.0, "generation_tokens_total": 7557572.0}
+    assert counter_totals(kept_series(text, SGLANG_METRICS)) == {"prompt_tokens_total": 8128902.0,
+                                                               "generation_tokens_total": 7557572.0}
 
 
 COLLECTORS = '''
@@ -126,11 +145,11 @@ def test_a_full_sglang_exposition_parses_the_same_with_its_buckets_skipped(sglan
     buckets = [line for line in sglang_exposition.splitlines() if "_bucket{" in line]
     assert len(buckets) > 100  # the histograms the fast path skips unparsed
     _same_series(sglang_exposition)
-    counters = counter_totals(kept_series(sglang_exposition))
+    counters = counter_totals(kept_series(sglang_exposition, SGLANG_METRICS))
     assert set(counters) == {"prompt_tokens_total", "generation_tokens_total"}  # summed over is_streaming
     assert counters["prompt_tokens_total"] > 200 * 64
     # The scheduler's retraction and CUDA-graph pass counters, by their 0.5.23 names and labels.
-    assert scheduler_counter_totals(kept_series(sglang_exposition)) == {
+    assert scheduler_counter_totals(kept_series(sglang_exposition, SGLANG_METRICS)) == {
         "retracted_requests_total": 3.0, "graph_decode_passes_total": 8.0, "eager_decode_passes_total": 2.0}
 
 
@@ -146,7 +165,7 @@ def test_the_benchmarks_dp8_exposition_is_sglangs_own_and_reads_the_same(tmp_pat
     text = body.decode()
     assert text.count("_bucket{") > 2000  # the histograms a real server carries, per rank
     _same_series(text)
-    series = kept_series(body)
+    series = kept_series(body, SGLANG_METRICS)
     for name in (*SERVER_GAUGES, *SERVER_COUNTERS, *SCHEDULER_COUNTERS):
         assert any(s.name == name for s in series), name
     ranks = {s.labels.get("dp_rank") for s in series if s.name == "sglang:num_running_reqs"}
@@ -161,7 +180,7 @@ def test_scheduler_counters_count_each_dp_replica_once() -> None:
         f'sglang:cuda_graph_passes_total{{dp_rank="{dp}",mode="decode_none",tp_rank="{tp}"}} {10 * (dp + 1)}\n'
         for dp in (0, 1) for tp in (0, 1))
     _same_series(text)
-    assert scheduler_counter_totals(kept_series(text)) == {"retracted_requests_total": 11.0,
+    assert scheduler_counter_totals(kept_series(text, SGLANG_METRICS)) == {"retracted_requests_total": 11.0,
                                                            "eager_decode_passes_total": 30.0}
 
 
@@ -178,7 +197,7 @@ def test_label_values_with_escapes_and_timestamps() -> None:
             'sglang:num_queue_reqs 2\n'
             'sglang:num_queue_reqs_bucket{le="1"} 9\n')
     _same_series(text)
-    assert kept_series(text)[0].labels["model_name"] == 'a "b" \\ c'
+    assert kept_series(text, SGLANG_METRICS)[0].labels["model_name"] == 'a "b" \\ c'
 
 
 def test_a_counter_typed_without_its_total_suffix_keeps_its_total_and_drops_created() -> None:
@@ -190,7 +209,7 @@ def test_a_counter_typed_without_its_total_suffix_keeps_its_total_and_drops_crea
             "# HELP sglang:prompt_tokens_histogram x\n# TYPE sglang:prompt_tokens_histogram histogram\n"
             'sglang:prompt_tokens_histogram_bucket{le="1"} 3\n')
     _same_series(text)
-    assert counter_totals(kept_series(text)) == {"prompt_tokens_total": 15.0}
+    assert counter_totals(kept_series(text, SGLANG_METRICS)) == {"prompt_tokens_total": 15.0}
 
 
 # -- summaries -----------------------------------------------------------------------------------------
@@ -287,7 +306,7 @@ def metrics_server() -> Iterator[str]:
 
 def test_the_reader_reopens_a_closed_connection_and_refuses_a_non_200(metrics_server: str) -> None:
     for now in (1.0, 2.0, 3.0):
-        got = {s.metric: s.value for s in read_server_metrics(metrics_server, now)}
+        got = {s.metric: s.value for s in read_server_metrics(SGLANG_METRICS, metrics_server, now)}
         assert got == {"running_reqs": 5.0, "prompt_tokens_total": 7.0}
     with pytest.raises(MetricsUnavailable):
         fetch_metrics(metrics_server + "/nowhere")
@@ -301,12 +320,12 @@ def test_the_emulators_counters_count_what_it_served(tmp_path: Path) -> None:
             "--emulate-tokenizer-dir", str(get_settings().tokenizer_dir), "--enable-metrics"]
     with running_emulator(args, tmp_path / "emulator.log") as emulator:
         lengths = [(37, 5), (100, 9), (12, 3)]
-        before = {s.metric: s for s in read_server_metrics(emulator.base_url, 1.0)}
+        before = {s.metric: s for s in read_server_metrics(SGLANG_METRICS, emulator.base_url, 1.0)}
         for prompt, output in lengths:
             body = {"input_ids": list(range(1, prompt + 1)), "stream": prompt % 2 == 0,
                     "sampling_params": {"max_new_tokens": output, "ignore_eos": True}}
             assert requests.post(emulator.base_url + "/generate", json=body, timeout=60).ok
-        after = read_server_metrics(emulator.base_url, 2.0)
+        after = read_server_metrics(SGLANG_METRICS, emulator.base_url, 2.0)
     rows = {r["metric"]: r["max"] for r in summarise([*before.values(), *after], since=0.5)}
     assert rows["prompt_tokens_delta"] == sum(p for p, _ in lengths)
     assert rows["generation_tokens_delta"] == sum(o for _, o in lengths)
@@ -325,7 +344,7 @@ def test_the_emulator_counts_decode_passes_beyond_the_graphs_as_eager(tmp_path: 
                 "sampling_params": {"max_new_tokens": output, "ignore_eos": True}}
 
     with running_emulator(args, tmp_path / "emulator.log") as emulator:
-        before = read_server_metrics(emulator.base_url, 1.0)
+        before = read_server_metrics(SGLANG_METRICS, emulator.base_url, 1.0)
         # The two long requests stream: their first chunk means both are in the running batch,
         # so the short one surely overlaps them however slowly this machine sends it.
         long_ones = [requests.post(emulator.base_url + "/generate", json=body(1000, True), stream=True, timeout=60)
@@ -335,7 +354,7 @@ def test_the_emulator_counts_decode_passes_beyond_the_graphs_as_eager(tmp_path: 
         assert requests.post(emulator.base_url + "/generate", json=body(8, False), timeout=60).ok
         for it in lines:
             assert b"[DONE]" in [line for line in it if line][-1]
-        after = read_server_metrics(emulator.base_url, 2.0)
+        after = read_server_metrics(SGLANG_METRICS, emulator.base_url, 2.0)
     rows = {r["metric"]: r["max"] for r in summarise([*before, *after], since=0.5)}
     assert rows["eager_decode_passes_delta"] >= 1 and rows["graph_decode_passes_delta"] >= 1
     assert "retracted_requests_delta" not in rows  # the pool never filled: no series, no signal

@@ -1,5 +1,5 @@
 """The runner reads a vLLM server's log and /metrics (domain/engines/vllm_log.py through the
-shared log reader, runner/vllm_metrics.py).
+shared log reader, domain/engines/vllm_metrics.py through the shared metrics reader).
 
 Every log line and every /metrics family here is built at test time from the shipped wheels'
 sources (``.venv-vllm/src/<version>/vllm``, unpacked by ``scripts/setup_vllm_env.sh``): the
@@ -29,9 +29,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from domain.core.states import FailureKind
+from domain.engines import sglang_metrics
 from domain.engines.vllm_log import READY_LINES, VLLM_LOG
+from domain.engines.vllm_metrics import VLLM_COUNTERS, VLLM_GAUGES, VLLM_METRICS
 from runner import telemetry
-from runner.vllm_metrics import VLLM_COUNTERS, VLLM_GAUGES, read_vllm_metrics, vllm_samples
+from runner.telemetry import read_server_metrics, server_samples
 from tests.conftest import ROOT
 
 SRC = ROOT / ".venv-vllm" / "src"
@@ -519,19 +521,19 @@ def _prometheus_totals(text: bytes) -> dict[str, float]:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_metrics_as_benchdeck_names(version: str) -> None:
     text = exposition(version)
-    samples = vllm_samples(text, now=12.5)
+    samples = server_samples(VLLM_METRICS, text, now=12.5)
     got = {s.metric: s.value for s in samples}
     assert got == _prometheus_totals(text)
     assert got == {"running_reqs": 12, "queued_reqs": 3, "token_usage": 0.375, "prompt_tokens_total": 18432,
                    "generation_tokens_total": 3072, "retracted_requests_total": 2,
                    "prefix_cache_queries_total": 18432, "prefix_cache_hits_total": 4096}
     assert {(s.ts, s.source, s.device) for s in samples} == {(12.5, "server", None)}
-    assert vllm_samples(text.decode(), now=12.5) == samples
+    assert server_samples(VLLM_METRICS, text.decode(), now=12.5) == samples
 
 
 def test_the_names_are_the_ones_the_rest_of_benchdeck_reads() -> None:
-    assert {"running_reqs", "queued_reqs", "token_usage"} <= set(telemetry.SERVER_GAUGES.values())
-    kept = {*telemetry.SERVER_COUNTERS.values(), *telemetry.SCHEDULER_COUNTERS.values()}
+    assert {"running_reqs", "queued_reqs", "token_usage"} <= set(sglang_metrics.SERVER_GAUGES.values())
+    kept = {*sglang_metrics.SERVER_COUNTERS.values(), *sglang_metrics.SCHEDULER_COUNTERS.values()}
     assert {"prompt_tokens_total", "generation_tokens_total", "retracted_requests_total"} <= kept
     assert {"prompt_tokens_total", "generation_tokens_total", "retracted_requests_total"} <= set(
         telemetry.COUNTER_DELTAS)
@@ -539,7 +541,8 @@ def test_the_names_are_the_ones_the_rest_of_benchdeck_reads() -> None:
 
 def test_counter_deltas_come_out_of_summarise() -> None:
     before, after = exposition(NEW), exposition(NEW).replace(b"} 10240.0", b"} 20480.0")
-    rows = telemetry.summarise(vllm_samples(before, 10.0) + vllm_samples(after, 20.0), since=10.0)
+    samples = server_samples(VLLM_METRICS, before, 10.0) + server_samples(VLLM_METRICS, after, 20.0)
+    rows = telemetry.summarise(samples, since=10.0)
     deltas = {row["metric"]: row["max"] for row in rows if row["metric"].endswith("_delta")}
     assert deltas["prompt_tokens_delta"] == 10240 and deltas["generation_tokens_delta"] == 0
 
@@ -550,14 +553,14 @@ def test_an_older_prometheus_client_exposition() -> None:
     older = re.sub(rb"# (HELP|TYPE) (vllm:\w+)_total ", rb"# \1 \2 ", text)
     older = re.sub(rb"# (HELP|TYPE) (vllm:\w+)_created .*\n", b"", older)
     assert older != text
-    assert vllm_samples(older, 1.0) == vllm_samples(text, 1.0)
+    assert server_samples(VLLM_METRICS, older, 1.0) == server_samples(VLLM_METRICS, text, 1.0)
 
 
 def test_one_engine_and_a_server_without_stats() -> None:
-    got = {s.metric: s.value for s in vllm_samples(exposition(NEW, engines=1), 1.0)}
+    got = {s.metric: s.value for s in server_samples(VLLM_METRICS, exposition(NEW, engines=1), 1.0)}
     assert got["token_usage"] == 0.5 and got["running_reqs"] == 7
     # --disable-log-stats: the HTTP families only, no vllm:* family at all
-    assert vllm_samples(b'# HELP http_requests_total x\n# TYPE http_requests_total counter\n'
+    assert server_samples(VLLM_METRICS, b'# HELP http_requests_total x\n# TYPE http_requests_total counter\n'
                         b'http_requests_total{handler="/v1/completions"} 4.0\n', 1.0) == []
 
 
@@ -577,8 +580,8 @@ def test_read_over_http() -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
-        samples = read_vllm_metrics(f"http://127.0.0.1:{server.server_address[1]}", now=3.0)
+        samples = read_server_metrics(VLLM_METRICS, f"http://127.0.0.1:{server.server_address[1]}", now=3.0)
     finally:
         server.shutdown()
         server.server_close()
-    assert samples == vllm_samples(body, 3.0)
+    assert samples == server_samples(VLLM_METRICS, body, 3.0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.engines.log_reader import LogReader
+from domain.engines.server_metrics import NO_METRICS, MetricNames
 from domain.flags.dialect import FlagDialect
 
 EXTERNAL = "external"  # not a family: a server benchdeck did not start and has no adapter for
@@ -41,6 +42,7 @@ class EngineAdapter:
     no_interpreter_key: str  # the check's warning where that setting is unset here
     emulator_args: tuple[str, ...] = ()  # how ``python -m emulator`` is told to speak this engine
     emulator_schema_dir: bool = False  # the emulator is told where the flag schemas are
+    metrics: MetricNames = NO_METRICS  # its /metrics: the families kept and how they add up
     hooks: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def label(self, emulated: bool) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from domain.engines.registry import LOOPBACK, EngineAdapter
 from domain.engines.sglang_log import SGLANG_LOG
+from domain.engines.sglang_metrics import SGLANG_METRICS
 from domain.flags.dialects.sglang import SGLANG_FLAGS
 
 
@@ -27,4 +28,5 @@ SGLANG = EngineAdapter(
     interpreter_setting="sglang_python",
     no_interpreter_key="check.no_sglang_here",
     emulator_schema_dir=True,  # the emulator ships no schema of its own
+    metrics=SGLANG_METRICS,
 )

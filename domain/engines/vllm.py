@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from domain.engines.registry import LOOPBACK, EngineAdapter
 from domain.engines.vllm_log import VLLM_LOG
+from domain.engines.vllm_metrics import VLLM_METRICS
 from domain.flags.dialects.vllm import VLLM_FLAGS
 
 
@@ -32,4 +33,5 @@ VLLM = EngineAdapter(
     interpreter_setting="vllm_python",
     no_interpreter_key="check.no_vllm_here",
     emulator_args=("--emulate-engine", "vllm"),
+    metrics=VLLM_METRICS,
 )

@@ -1,9 +1,4 @@
-"""A vLLM server's ``/metrics`` read as benchdeck's server samples.
-
-The vLLM counterpart of :func:`runner.telemetry.read_server_metrics`: the same metric names
-(``running_reqs``, ``queued_reqs``, ``token_usage``, the token counters that
-:func:`runner.telemetry.summarise` turns into ``*_delta`` rows), so the sampler, the summaries
-and the compare page need not know which engine served.
+"""vLLM's ``/metrics`` as the shared reader (``server_metrics.py``) reads it.
 
 vLLM's families (``v1/metrics/loggers.py`` of both shipped wheels, 0.33.0 and 0.11.2) carry
 the labels ``model_name`` and ``engine`` (the engine's index, one per data-parallel engine);
@@ -30,15 +25,11 @@ What each benchdeck name means here:
 * ``prefix_cache_queries_total`` / ``prefix_cache_hits_total`` (vLLM's alone):
   ``vllm:prefix_cache_queries_total`` / ``_hits_total``, prompt tokens looked up in the
   prefix cache and those found.  Not SGLang's ``cache_hit_rate`` gauge: these are cumulative.
-
-Like telemetry's reader this is on the sampler's hot path, so only the kept families' blocks
-are read (one ``bytes.find`` of each ``# TYPE`` line); the histograms, most of the text, are
-never split into lines.
 """
 
 from __future__ import annotations
 
-from runner.telemetry import GaugeSeries, Sample, family_lines, fetch_metrics, parse_sample_line
+from domain.engines.server_metrics import Labels, MetricNames, ServerMetric
 
 VLLM_GAUGES = {
     "vllm:num_requests_running": "running_reqs",
@@ -52,34 +43,19 @@ VLLM_COUNTERS = {
     "vllm:prefix_cache_queries_total": "prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total": "prefix_cache_hits_total",
 }
-_KEPT = {**VLLM_GAUGES, **VLLM_COUNTERS}
 # Averaged over engines: a fraction of each engine's own pool.
-_RATIOS = frozenset({"token_usage"})
-def vllm_series(text: bytes | str) -> list[GaugeSeries]:
-    """Every series of VLLM_GAUGES and VLLM_COUNTERS in a vLLM /metrics text, labels kept."""
-    raw = text.encode() if isinstance(text, str) else text
-    return [parse_sample_line(line.decode("utf-8", errors="replace"))
-            for name in _KEPT for line in family_lines(raw, name.encode(), counter=name in VLLM_COUNTERS)]
+RATIOS = frozenset({"token_usage"})
 
 
-def vllm_totals(series: list[GaugeSeries]) -> dict[str, float]:
-    """Benchdeck's metrics for the whole server: one series per engine, summed (averaged
-    for the KV cache's usage)."""
-    per_engine: dict[tuple[str, str], float] = {}
-    for s in series:
-        per_engine.setdefault((_KEPT[s.name], s.labels.get("engine", "")), s.value)
-    values: dict[str, list[float]] = {}
-    for (metric, _), value in per_engine.items():
-        values.setdefault(metric, []).append(value)
-    return {metric: (sum(v) / len(v) if metric in _RATIOS else sum(v)) for metric, v in values.items()}
+def engine(labels: Labels) -> tuple[str]:
+    """Which data-parallel engine a series describes."""
+    return (labels.get("engine", ""),)
 
 
-def vllm_samples(text: bytes | str, now: float) -> list[Sample]:
-    """One reading of a vLLM server's /metrics text as ``server`` samples at ``now``
-    (counters cumulative; :func:`runner.telemetry.summarise` turns them into deltas)."""
-    return [Sample(now, "server", None, metric, value) for metric, value in vllm_totals(vllm_series(text)).items()]
-
-
-def read_vllm_metrics(base_url: str, now: float, timeout_s: float = 1.0) -> list[Sample]:
-    """GET ``base_url``/metrics (telemetry's kept-alive connection) and read it as samples."""
-    return vllm_samples(fetch_metrics(base_url, timeout_s), now)
+VLLM_METRICS = MetricNames(
+    kept={
+        **{name: ServerMetric(metric, ratio=metric in RATIOS) for name, metric in VLLM_GAUGES.items()},
+        **{name: ServerMetric(metric, counter=True) for name, metric in VLLM_COUNTERS.items()},
+    },
+    replica=engine,
+)
