@@ -70,6 +70,18 @@ apt_install() {
 # Emoji in run names, drawn in colour in the exported pictures (vl-convert reads the system fonts).
 EMOJI_FONT=/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 
+# debian_packages [PACKAGE...]: the named packages and the fonts (setup_cjk_font's), those not
+# installed yet, with one apt-get update for all of them.
+debian_packages() {
+  local missing=()
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  [ -f "$CJK_FONT" ] || missing+=(fonts-noto-cjk)
+  [ -f "$EMOJI_FONT" ] || missing+=(fonts-noto-color-emoji)
+  [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
+}
+
 setup_cjk_font() {
   [ -f "$CJK_FONT" ] || apt_install fonts-noto-cjk
   [ -f "$EMOJI_FONT" ] || apt_install fonts-noto-color-emoji

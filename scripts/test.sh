@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # The README's second command: install what the tests need and run the whole suite.
 source "$(dirname "$0")/lib.sh"
+# The Debian packages first, in the background (one apt-get update for all of them): a real
+# browser for the page tests, fonts so Japanese and emoji render (Playwright cannot download
+# its own browser here), and the host guide's reverse proxy (docs/host.md), run for real by
+# tests/test_host_rehearsal.py.
+debian_packages chromium nginx-light &
+debian=$!
 setup_app_env requirements-dev.txt
-setup_sglang_env
-setup_sglang_host_env
-# vLLM's real argument parser (CPU-only; two wheels' sources, cached) for the vLLM flag tests.
-bash scripts/setup_vllm_env.sh
-setup_router_env
 setup_tokenizer
+# The engines' environments install beside each other: mostly downloads and unpacking.
+# SGLang's client, then the host rehearsal's 0.5.22 over its dependencies.
+( setup_sglang_env && setup_sglang_host_env ) &
+sglang=$!
+# vLLM's real argument parser (CPU-only; two wheels' sources, cached) for the vLLM flag tests,
+# and the router for the PD tests.
+( bash scripts/setup_vllm_env.sh && setup_router_env ) &
+others=$!
+wait "$sglang" || { log "the SGLang environments failed (above)"; exit 1; }
 # The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.  They
-# mostly wait on the clients and emulators they start, so they run beside the Debian
-# installs and the lint (a cold mypy is a minute of CPU) instead of before them.
+# mostly wait on the clients and emulators they start, so they run beside the lint (a cold
+# mypy is a minute of CPU) instead of before it.
 bash scripts/setup_import_fixtures.sh &
 fixtures=$!
-# A real browser for the page tests, and a CJK font so Japanese renders (Debian packages;
-# Playwright cannot download its own browser here).
-[ -x /usr/bin/chromium ] || apt_install chromium
-# The host guide's reverse proxy (docs/host.md), run for real by tests/test_host_rehearsal.py.
-[ -x /usr/sbin/nginx ] || apt_install nginx-light
-setup_cjk_font
 log "lint"
 bash scripts/lint.sh
+wait "$others" || { log "the vLLM or router environment failed (above)"; exit 1; }
+wait "$debian" || { log "the Debian packages failed (above)"; exit 1; }
 wait "$fixtures" || { log "the import fixtures failed (above)"; exit 1; }
 log "tests"
 # Exit 5 (no tests collected) is a failure here, like any other non-zero exit.
