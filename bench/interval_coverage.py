@@ -120,10 +120,30 @@ def chance_note(draws: int, cells: int, band: tuple[float, float] = (93.0, 97.0)
 
 
 def run(quick: bool = False) -> None:
-    draws = 100 if quick else 400
-    started = time.perf_counter()
     # Half the CPUs: a shared development machine stays usable while it runs.
-    rows = coverage_table(draws, workers=min(len(SIZES) * len(RHOS), max(1, (os.cpu_count() or 1) // 2)))
+    report(100 if quick else 400, max(1, (os.cpu_count() or 1) // 2))
+
+
+def report(draws: int, workers: int) -> None:
+    """Print the table over ``draws`` points per cell, the chance line and the time it took."""
+    started = time.perf_counter()
+    rows = coverage_table(draws, workers=min(len(SIZES) * len(RHOS), workers))
     print(table_text(rows, draws), flush=True)
     print(chance_note(draws, len(rows) * len(STATISTICS)), flush=True)
     print(f"  ({time.perf_counter() - started:.0f} s wall, {os.cpu_count()} CPUs)", flush=True)
+
+
+def main() -> None:
+    """``python -m bench.interval_coverage [--draws N] [--workers N]``: the same table with more
+    draws per cell, where a coverage must be read closer than the 400-draw table's chance spread."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.interval_coverage")
+    parser.add_argument("--draws", type=int, default=400, help="synthetic points per cell (default 400)")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) // 2), help="processes")
+    args = parser.parse_args()
+    report(args.draws, args.workers)
+
+
+if __name__ == "__main__":
+    main()
