@@ -21,13 +21,16 @@ Modules:
   machine;
 - :mod:`~emulator.step_loop`: runs the scheduler in real time under asyncio;
 - :mod:`~emulator.predict`: runs it on a virtual clock to predict bench figures;
+- :mod:`~emulator.generation`: a generation request whichever API it came in by (the
+  server's state, the request's input and checks, its run through the step loop, its output
+  text, JSON bodies and server-sent events), shared by both HTTP surfaces;
 - :mod:`~emulator.server`, :mod:`~emulator.metrics`,
-  :mod:`~emulator.tokens`, :mod:`~emulator.startup`: HTTP endpoints,
+  :mod:`~emulator.tokens`, :mod:`~emulator.startup`: SGLang's HTTP endpoints,
   Prometheus metrics, tokenizer, log lines and fatal exits.
 
 The vLLM personality (``python -m emulator --emulate-engine vllm --model M ...``) reuses the
-scheduler, step loop, timing model and request plumbing above and adds its own command line
-(:mod:`~emulator.vllm_flags`, against the shipped ``vllm serve`` schemas), sizing
+scheduler, step loop, timing model and request plumbing (:mod:`~emulator.generation`) above
+and adds its own command line (:mod:`~emulator.vllm_flags`, against the shipped ``vllm serve`` schemas), sizing
 (:mod:`~emulator.vllm_config`, ``--gpu-memory-utilization`` as vLLM reads it), HTTP surface
 (:mod:`~emulator.vllm_server`), metrics (:mod:`~emulator.vllm_metrics`), log lines and fatal
 exits (:mod:`~emulator.vllm_startup`) and start-up order (:mod:`~emulator.vllm_launch`: the

@@ -42,10 +42,11 @@ from emulator import disagg, startup
 from emulator.cold_start import cold_start_options, take_option, usage_error
 from emulator.config import ConfigError, EmulatorConfig, resolve
 from emulator.flags import PROG, ParsedFlags, parse_flags
+from emulator.generation import ServerState
 from emulator.metrics import Metrics
 from emulator.predict import steady_state
 from emulator.scheduler import Scheduler
-from emulator.server import ServerState, build_app
+from emulator.server import build_app
 from emulator.step_loop import ColdStart, StepLoop
 from emulator.tokens import TokenText, ensure_tokenizer
 

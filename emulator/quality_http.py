@@ -52,7 +52,7 @@ class ModelOutput:
 
 
 def model_of(state: Any) -> EmulatedModel:
-    return state.model  # built with the server state (emulator/server.py)
+    return state.model  # built with the server state (emulator/generation.py)
 
 
 def running_batch(state: Any) -> Callable[[], int]:

@@ -13,78 +13,40 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from emulator import disagg, quality_http, startup
 from emulator import health as health_check
-from emulator.config import EMULATOR_VERSION, EmulatorConfig, resolved_server_args
-from emulator.metrics import Metrics
+from emulator.config import resolved_server_args
+from emulator.generation import (
+    SSE_HEADERS,
+    BadRequest,
+    ContextTooLong,
+    GenInput,
+    Output,
+    ServerState,
+    chunk_due,
+    emulator_block,
+    gen_input,
+    json_body,
+    model_output,
+    prompt_token_ids,
+    run_request,
+    sse_event,
+)
 from emulator.prefix_cache import sglext
-from emulator.quality import EmulatedModel, profile_for
 from emulator.scheduler import Request
-from emulator.step_loop import StepLoop
 from emulator.tokens import TokenText
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = {"/health", "/health_generate", "/ready", "/metrics"}
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 # SGLang's GRAPH_MEMORY_USAGE_KEYS: memory_usage.graph always lists every capture phase.
 GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
-
-
-@dataclass
-class ServerState:
-    cfg: EmulatorConfig
-    step_loop: StepLoop
-    tokens: TokenText
-    metrics: Metrics | None
-    launch_command: str
-    on_crash: Callable[[str], None]  # fault injection: print SGLang's crash lines and die
-    status: str = "Starting"  # Starting | Up | UnHealthy | Draining
-    started_at: float = field(default_factory=time.time)
-    ready_at: float | None = None
-    accepted: int = 0  # generation requests accepted, for the *-after-requests faults
-    rooms: disagg.KvRooms = field(default_factory=disagg.KvRooms)  # prefill side: finished KV transfers
-    model: EmulatedModel | None = None  # the emulated model's answers (emulator/quality.py)
-    spec_lengths: list[float] = field(default_factory=list)  # per request, speculative plans only
-
-    def __post_init__(self) -> None:
-        if self.model is None:
-            self.model = EmulatedModel(self.tokens, profile_for(self.cfg.args))
-
-    @property
-    def disaggregation_mode(self) -> str:
-        return str(self.cfg.args.get("disaggregation_mode") or "null")
-
-    @property
-    def ready(self) -> bool:
-        return self.status == "Up"
-
-
-@dataclass(frozen=True)
-class GenInput:
-    prompt_ids: list[int]
-    max_new_tokens: int
-    ignore_eos: bool
-    rid: str
-    transferred: int = 0  # decode side of PD: prompt tokens whose KV came from the prefill server
-    thinking: bool = False  # a chat request with enable_thinking true: the model reasons before answering
-    natural: int | None = None  # where the emulated model stops by itself, when its answer says (quality_http)
-
-
-class BadRequest(ValueError):
-    pass
-
-
-class ContextTooLong(BadRequest):
-    """SGLang's tokenizer manager refuses the request (``_validate_one_request``): on a
-    streaming ``/generate`` that is an SSE error event after HTTP 200, not a 400."""
 
 
 STATE: web.AppKey[ServerState] = web.AppKey("state", ServerState)
@@ -100,52 +62,6 @@ def _error(message: str, status: int = 400) -> web.Response:
 
 
 # -- request parsing ---------------------------------------------------------------------------
-def _prompt_ids(tokens: TokenText, text: Any, input_ids: Any) -> list[int]:
-    if input_ids is not None:
-        if isinstance(input_ids, list) and input_ids and isinstance(input_ids[0], list):
-            if len(input_ids) != 1:
-                raise BadRequest("batched input_ids are not supported by the emulator")
-            input_ids = input_ids[0]
-        if not isinstance(input_ids, list) or not all(isinstance(i, int) for i in input_ids):
-            raise BadRequest("input_ids must be a list of token ids")
-        return input_ids
-    if isinstance(text, list):
-        if len(text) != 1:
-            raise BadRequest("batched prompts are not supported by the emulator")
-        text = text[0]
-    if not isinstance(text, str):
-        raise BadRequest("either text or input_ids must be given")
-    return tokens.encode(text)
-
-
-def _check_lengths(cfg: EmulatorConfig, prompt_len: int, max_new: int) -> None:
-    if prompt_len == 0:
-        raise BadRequest("The input is empty.")
-    # The tokenizer manager's two checks first (in its order), then the scheduler's.
-    if prompt_len >= cfg.context_len:
-        raise ContextTooLong(f"The input ({prompt_len} tokens) is longer than the model's context length "
-                             f"({cfg.context_len} tokens).")
-    if prompt_len + max_new > cfg.context_len:
-        raise ContextTooLong(
-            f"Requested token count exceeds the model's maximum context length of {cfg.context_len} tokens. "
-            f"You requested a total of {prompt_len + max_new} tokens: {prompt_len} tokens from the input "
-            f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
-            "input messages or the completion to fit within the limit.")
-    if prompt_len > cfg.max_req_input_len:
-        raise BadRequest(f"Input length ({prompt_len} tokens) exceeds the maximum allowed length "
-                         f"({cfg.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate.")
-
-
-def _gen_input(state: ServerState, prompt_ids: list[int], max_new: Any, ignore_eos: Any,
-               rid: Any, thinking: bool = False) -> GenInput:
-    if max_new is None:
-        max_new = state.cfg.context_len - len(prompt_ids)
-    if not isinstance(max_new, int) or max_new < 1:
-        raise BadRequest(f"max_new_tokens must be a positive integer, got {max_new!r}")
-    _check_lengths(state.cfg, len(prompt_ids), max_new)
-    return GenInput(prompt_ids, max_new, bool(ignore_eos), str(rid) if rid else uuid.uuid4().hex, thinking=thinking)
-
-
 def _enable_thinking(body: dict[str, Any]) -> bool | None:
     """``chat_template_kwargs.enable_thinking`` of a chat request (None when not given), read
     as a Jinja template reads it: any value but false/null counts as true."""
@@ -156,74 +72,6 @@ def _enable_thinking(body: dict[str, Any]) -> bool | None:
         raise BadRequest("chat_template_kwargs must be a JSON object")
     value = kwargs.get("enable_thinking")
     return None if value is None else bool(value)
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"invalid JSON body: {exc}") from exc
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    return body
-
-
-# -- generation --------------------------------------------------------------------------------
-@dataclass
-class Output:
-    """What a request has produced so far, as token ids and text."""
-
-    tokens: TokenText
-    seed: int
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-
-    def catch_up(self, generated: int) -> str:
-        """Extend to ``generated`` tokens; returns the new text."""
-        new = []
-        for index in range(len(self.ids), generated):
-            token = self.tokens.output_id(self.seed, index)
-            self.ids.append(token)
-            new.append(self.tokens.pieces[token])
-        delta = "".join(new)
-        self.text += delta
-        return delta
-
-
-def _check_faults(state: ServerState) -> None:
-    faults = state.cfg.emulate.faults
-    state.accepted += 1
-    crash = faults.get("crash-after-requests")
-    if crash is not None and state.accepted > int(crash):
-        state.on_crash(f"emulated fault: crash after {crash} requests")
-    stall = faults.get("stall-after-requests")
-    if stall is not None and state.accepted > int(stall):
-        state.step_loop.stalled = True
-
-
-async def _run(state: ServerState, gen: GenInput, stream: bool = False) -> AsyncGenerator[Request, None]:
-    """Submit ``gen`` and yield its request each time it gains tokens, until it finishes."""
-    if state.status == "Draining":
-        raise BadRequest("The server is shutting down.")
-    _check_faults(state)
-    seed = TokenText.seed(gen.prompt_ids)
-    natural = state.tokens.natural_length(seed) + (state.tokens.thinking_length(seed) if gen.thinking else 0)
-    natural = natural if gen.natural is None else gen.natural
-    stop_after = gen.max_new_tokens if gen.ignore_eos else min(gen.max_new_tokens, natural)
-    req = Request(rid=gen.rid, prompt_ids=gen.prompt_ids, max_new_tokens=gen.max_new_tokens,
-                  stop_after=stop_after, arrival=asyncio.get_running_loop().time(), transferred=gen.transferred,
-                  stream=stream)
-    event = state.step_loop.submit(req)
-    try:
-        while True:
-            await event.wait()
-            event.clear()
-            yield req
-            if req.finished:
-                return
-    finally:
-        state.step_loop.release(req)
-        quality_http.record_acceptance(state, req)
 
 
 def _finish_reason(state: ServerState, req: Request) -> dict[str, Any] | None:
@@ -248,21 +96,13 @@ def _meta(state: ServerState, req: Request) -> dict[str, Any]:
     return meta
 
 
-def _sse(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-def _due(req: Request, sent: int, interval: int) -> bool:
-    return req.finished or sent == 0 or req.generated - sent >= interval
-
-
 async def generate(request: web.Request) -> web.StreamResponse:
     state = _state(request)
     try:
-        body = await _json_body(request)
+        body = await json_body(request)
         params = body.get("sampling_params") or {}
-        prompt = _prompt_ids(state.tokens, body.get("text"), body.get("input_ids"))
-        gen = _gen_input(state, prompt, params.get("max_new_tokens", 128), params.get("ignore_eos"), body.get("rid"))
+        prompt = prompt_token_ids(state.tokens, body.get("text"), body.get("input_ids"))
+        gen = gen_input(state, prompt, params.get("max_new_tokens", 128), params.get("ignore_eos"), body.get("rid"))
     except ContextTooLong as exc:
         if body.get("stream"):
             return await _stream_refusal(request, exc)
@@ -279,21 +119,12 @@ async def generate(request: web.Request) -> web.StreamResponse:
     return await _stream_generate(request, state, gen, out)
 
 
-def model_output(state: ServerState, gen: GenInput) -> tuple[GenInput, Any]:
-    """The emulated model's output for ``gen`` (emulator/quality_http.py); a toy-task
-    answer also says where the model stops."""
-    out = quality_http.output_for(state, gen.prompt_ids)
-    if out.answer:
-        gen = replace(gen, natural=len(out.answer))
-    return gen, out
-
-
 async def _stream_refusal(request: web.Request, exc: ContextTooLong) -> web.StreamResponse:
     """As SGLang's ``/generate`` streams a ValueError from the tokenizer manager
     (http_server ``stream_results``): 200, one ``data: {"error": …}`` event, ``[DONE]``."""
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(request)
-    await response.write(_sse({"error": {"message": str(exc), "type": "invalid_request_error", "code": 400,
+    await response.write(sse_event({"error": {"message": str(exc), "type": "invalid_request_error", "code": 400,
                                          "retryable": False}}))
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
@@ -331,7 +162,7 @@ async def _disaggregated(request: web.Request, state: ServerState, body: dict[st
         return web.json_response(payload)
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(request)
-    await response.write(_sse(payload))
+    await response.write(sse_event(payload))
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
@@ -340,11 +171,11 @@ async def _disaggregated(request: web.Request, state: ServerState, body: dict[st
 async def _collect(state: ServerState, gen: GenInput, out: Output) -> Request:
     """Run ``gen`` to the end (non-streaming requests)."""
     last: Request | None = None
-    async with aclosing(_run(state, gen)) as updates:
+    async with aclosing(run_request(state, gen)) as updates:
         async for req in updates:
             out.catch_up(req.generated)
             last = req
-    if last is None:  # cannot happen: _run yields the update that finishes the request
+    if last is None:  # cannot happen: run_request yields the update that finishes the request
         raise RuntimeError("request ended without an update")
     return last
 
@@ -356,18 +187,18 @@ async def _stream_generate(request: web.Request, state: ServerState, gen: GenInp
     interval = max(1, int(state.cfg.args.get("stream_interval") or 1))
     sent = 0
     try:
-        async with aclosing(_run(state, gen, stream=True)) as updates:
+        async with aclosing(run_request(state, gen, stream=True)) as updates:
             async for req in updates:
-                if not _due(req, sent, interval):
+                if not chunk_due(req, sent, interval):
                     continue
                 start = len(out.ids)
                 delta = out.catch_up(req.generated)
                 text, ids = (delta, out.ids[start:]) if incremental else (out.text, out.ids)
-                await response.write(_sse({"text": text, "output_ids": ids, "meta_info": _meta(state, req)}))
+                await response.write(sse_event({"text": text, "output_ids": ids, "meta_info": _meta(state, req)}))
                 sent = req.generated
         await response.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
-        return response  # the client went away; _run's cleanup aborted the request
+        return response  # the client went away; run_request's cleanup aborted the request
     await response.write_eof()
     return response
 
@@ -386,7 +217,7 @@ def _openai_reason(req: Request) -> str | None:
 async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
     state = _state(request)
     try:
-        body = await _json_body(request)
+        body = await json_body(request)
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
@@ -397,12 +228,12 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
         else:
             raw = body.get("prompt")
             ids = raw if isinstance(raw, list) and raw and not isinstance(raw[0], str) else None
-            prompt = _prompt_ids(state.tokens, None if ids is not None else raw, ids)
+            prompt = prompt_token_ids(state.tokens, None if ids is not None else raw, ids)
             max_new = body.get("max_tokens", 16)
             enable_thinking = None  # a completion request renders no template
         if int(body.get("n") or 1) != 1:
             raise BadRequest("n > 1 is not supported by the emulator")
-        gen = _gen_input(state, prompt, max_new, body.get("ignore_eos"), body.get("rid"),
+        gen = gen_input(state, prompt, max_new, body.get("ignore_eos"), body.get("rid"),
                          thinking=enable_thinking is True)
     except BadRequest as exc:
         return _error(str(exc))
@@ -453,18 +284,18 @@ async def _openai_stream(request: web.Request, state: ServerState, gen: GenInput
     sent, last = 0, None
     try:
         if shape.chat:
-            await response.write(_sse(shape.chunk([shape.choice("", None, first=True)])))
-        async with aclosing(_run(state, gen, stream=True)) as updates:
+            await response.write(sse_event(shape.chunk([shape.choice("", None, first=True)])))
+        async with aclosing(run_request(state, gen, stream=True)) as updates:
             async for req in updates:
                 last = req
-                if not _due(req, sent, interval):
+                if not chunk_due(req, sent, interval):
                     continue
                 delta = out.catch_up(req.generated)
-                await response.write(_sse(shape.chunk([shape.choice(delta, _openai_reason(req))])))
+                await response.write(sse_event(shape.chunk([shape.choice(delta, _openai_reason(req))])))
                 sent = req.generated
         if shape.include_usage and last is not None:
             ext = sglext({"return_cached_tokens_details": shape.cached_details}, last.cached)
-            await response.write(_sse({**shape.chunk([], _usage(last)), **ext}))
+            await response.write(sse_event({**shape.chunk([], _usage(last)), **ext}))
         await response.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         return response
@@ -510,17 +341,6 @@ async def model_info(request: web.Request) -> web.Response:
         "has_audio_understanding": False, "model_type": cfg.model.model_type,
         "architectures": list(cfg.model.architectures), "emulated": True,
     })
-
-
-def emulator_block(state: ServerState) -> dict[str, Any]:
-    cfg, step_loop = state.cfg, state.step_loop
-    return {
-        "emulator_version": EMULATOR_VERSION, "note": "benchdeck emulator engine: NOT a real SGLang server",
-        "time_scale": cfg.time_scale, "gpu": cfg.gpu.name, "gpu_count": cfg.gpu_count, "model": cfg.model.name,
-        "timing_constants": asdict(cfg.timing.constants), "lag_seconds": step_loop.lag_s,
-        "late_steps": step_loop.late_steps, "steps": step_loop.steps, "faults": cfg.emulate.faults,
-        "tokenizer_dir": str(state.tokens.directory),
-    }
 
 
 async def server_info(request: web.Request) -> web.Response:

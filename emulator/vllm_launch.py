@@ -40,8 +40,8 @@ from aiohttp import web
 
 from emulator.cold_start import cold_start_options
 from emulator.config import ConfigError
+from emulator.generation import ServerState
 from emulator.scheduler import Scheduler
-from emulator.server import ServerState
 from emulator.startup import PHASES, cold_start_line
 from emulator.step_loop import ColdStart, StepLoop
 from emulator.tokens import TokenText, ensure_tokenizer

@@ -39,19 +39,19 @@ from typing import Any
 from aiohttp import web
 
 from emulator import quality_http
-from emulator.server import (
+from emulator.generation import (
     SSE_HEADERS,
     BadRequest,
     GenInput,
     ServerState,
-    _due,
-    _gen_input,
-    _json_body,
-    _prompt_ids,
-    _run,
-    _sse,
+    chunk_due,
     emulator_block,
+    gen_input,
+    json_body,
     model_output,
+    prompt_token_ids,
+    run_request,
+    sse_event,
 )
 from emulator.vllm_config import VllmEmulatorConfig
 from emulator.vllm_metrics import VllmMetrics
@@ -96,7 +96,7 @@ def error(message: str, kind: str = "BadRequestError", status: int = 400, param:
 
 
 def _dead_chunk() -> bytes:
-    return _sse({"error": {"message": DEAD_MESSAGE, "type": "InternalServerError", "param": None, "code": 500}})
+    return sse_event({"error": {"message": DEAD_MESSAGE, "type": "InternalServerError", "param": None, "code": 500}})
 
 
 def respond(payload: Any, status: int = 200) -> web.Response:
@@ -222,7 +222,7 @@ def _parse(vapp: VllmApp, body: dict[str, Any], chat: bool) -> Parsed | web.Resp
     else:
         raw = body.get("prompt")
         ids = raw if isinstance(raw, list) and raw and not isinstance(raw[0], str) else None
-        prompt = _prompt_ids(tokens, None if ids is not None else raw, ids)
+        prompt = prompt_token_ids(tokens, None if ids is not None else raw, ids)
         requested = body.get("max_tokens", 16)  # CompletionRequest.max_tokens defaults to 16
         thinking = None
     limit = cfg.context_len
@@ -234,7 +234,7 @@ def _parse(vapp: VllmApp, body: dict[str, Any], chat: bool) -> Parsed | web.Resp
     max_new = min(int(requested), limit - len(prompt)) if requested is not None else limit - len(prompt)
     if int(body.get("n") or 1) != 1:
         raise BadRequest("n > 1 is not supported by the emulator")
-    gen = _gen_input(vapp.state, prompt, max_new, body.get("ignore_eos"), None, thinking=thinking is True)
+    gen = gen_input(vapp.state, prompt, max_new, body.get("ignore_eos"), None, thinking=thinking is True)
     options = body.get("stream_options") or {}
     force = bool(cfg.args.get("enable_force_include_usage"))
     rid = ("chatcmpl-" if chat else "cmpl-") + gen.rid
@@ -249,7 +249,7 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
     if vapp.dead:
         return error(DEAD_MESSAGE, "InternalServerError", 500)
     try:
-        parsed = _parse(vapp, await _json_body(request), chat)
+        parsed = _parse(vapp, await json_body(request), chat)
     except BadRequest as exc:
         return error(str(exc))
     if isinstance(parsed, web.Response):
@@ -271,7 +271,7 @@ async def _openai(request: web.Request, chat: bool) -> web.StreamResponse:
 async def _complete(vapp: VllmApp, parsed: Parsed) -> web.Response:
     out = quality_http.output_for(vapp.state, parsed.gen.prompt_ids)
     last = None
-    async with aclosing(_run(vapp.state, parsed.gen)) as updates:
+    async with aclosing(run_request(vapp.state, parsed.gen)) as updates:
         async for req in updates:
             out.catch_up(req.generated)
             last = req
@@ -296,7 +296,7 @@ async def _complete(vapp: VllmApp, parsed: Parsed) -> web.Response:
 async def _stream(request: web.Request, vapp: VllmApp, parsed: Parsed) -> web.StreamResponse:
     shape, gen = parsed.shape, parsed.gen
     out = quality_http.output_for(vapp.state, gen.prompt_ids)
-    updates = _run(vapp.state, gen, stream=True)
+    updates = run_request(vapp.state, gen, stream=True)
     first = await anext(updates)  # raises EngineDead before any byte is sent
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(request)
@@ -304,7 +304,7 @@ async def _stream(request: web.Request, vapp: VllmApp, parsed: Parsed) -> web.St
     sent, last = 0, first
     try:
         if shape.chat:
-            await response.write(_sse(shape.chunk(None, None, role=True)))
+            await response.write(sse_event(shape.chunk(None, None, role=True)))
         async with aclosing(updates):
             req = first
             while True:
@@ -312,17 +312,17 @@ async def _stream(request: web.Request, vapp: VllmApp, parsed: Parsed) -> web.St
                 if vapp.dead:
                     await response.write(_dead_chunk())
                     break
-                if _due(req, sent, interval):
+                if chunk_due(req, sent, interval):
                     chunk = shape.chunk(out.catch_up(req.generated), _reason(req.finish_reason))
                     if parsed.continuous_usage:
                         chunk["usage"] = _usage(req.prompt_len, req.generated)
-                    await response.write(_sse(chunk))
+                    await response.write(sse_event(chunk))
                     sent = req.generated
                 if req.finished:
                     break
                 req = await anext(updates)
         if parsed.include_usage and not vapp.dead:
-            await response.write(_sse(shape.usage_chunk(_usage(last.prompt_len, last.generated))))
+            await response.write(sse_event(shape.usage_chunk(_usage(last.prompt_len, last.generated))))
         await response.write(b"data: [DONE]\n\n")
     except (ConnectionResetError, asyncio.CancelledError):
         return response
