@@ -51,6 +51,11 @@ setup_sglang_host_env() {
       "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang-host.txt)"'
 }
 
+# AIPerf, for the importer's fixtures (tools/make_import_fixtures.py reads the same stamp).
+setup_aiperf_env() {
+  ensure_venv .venv-aiperf requirements-aiperf.txt -- .venv-aiperf/bin/python -m pip install -q -r requirements-aiperf.txt
+}
+
 setup_router_env() {
   ensure_venv .venv-router requirements-router.txt -- .venv-router/bin/python -m pip install -q -r requirements-router.txt
 }

@@ -7,17 +7,20 @@ source "$(dirname "$0")/lib.sh"
 # tests/test_host_rehearsal.py.
 debian_packages chromium nginx-light &
 debian=$!
-setup_app_env requirements-dev.txt
-setup_tokenizer
-# The engines' environments install beside each other: mostly downloads and unpacking.
-# SGLang's client, then the host rehearsal's 0.5.22 over its dependencies.
+# The environments install beside each other: mostly downloads and unpacking.  SGLang's
+# client, then the host rehearsal's 0.5.22 over its dependencies; vLLM's real argument parser
+# (CPU-only; two wheels' sources, cached) for the vLLM flag tests, and the router for the PD
+# tests; AIPerf for the importer's fixtures; the app's own.
 ( setup_sglang_env && setup_sglang_host_env ) &
 sglang=$!
-# vLLM's real argument parser (CPU-only; two wheels' sources, cached) for the vLLM flag tests,
-# and the router for the PD tests.
 ( bash scripts/setup_vllm_env.sh && setup_router_env ) &
 others=$!
+setup_aiperf_env &
+aiperf=$!
+setup_app_env requirements-dev.txt
+setup_tokenizer
 wait "$sglang" || { log "the SGLang environments failed (above)"; exit 1; }
+wait "$aiperf" || { log "the AIPerf environment failed (above)"; exit 1; }
 # The importer's fixtures: real bench_serving (two SGLang versions) and aiperf output.  They
 # mostly wait on the clients and emulators they start, so they run beside the lint (a cold
 # mypy is a minute of CPU) instead of before it.
