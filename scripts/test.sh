@@ -41,5 +41,5 @@ log "tests"
 # two workers left the machine idle for much of the run.  BENCHDECK_TEST_WORKERS=0 runs it serially; arguments given
 # to this script come after and win.  Work stealing: a worker that runs out takes tests from
 # another's queue, so a few minute-long end-to-end tests queued together at the end do not leave
-# cores idle.
-.venv/bin/python -m pytest -n "${BENCHDECK_TEST_WORKERS:-4}" --dist worksteal "$@"
+# cores idle.  The ten slowest tests are listed at the end, so each run shows where its time goes.
+.venv/bin/python -m pytest -n "${BENCHDECK_TEST_WORKERS:-4}" --dist worksteal --durations=10 "$@"
