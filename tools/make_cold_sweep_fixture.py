@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -74,8 +75,9 @@ def warmup_for(concurrency: int) -> int:
 
 
 def relative(path: Path) -> str:
-    """Paths as the commands give them (the emulator and the client run from the repository)."""
-    return str(path.resolve().relative_to(ROOT))
+    """Paths as the commands give them (the emulator and the client run from the repository);
+    not resolved, as ``data`` may be a symlink out of it."""
+    return os.path.relpath(path, ROOT)
 
 
 def emulator_args(tokenizer: Path, cold_s: float) -> list[str]:
@@ -84,10 +86,14 @@ def emulator_args(tokenizer: Path, cold_s: float) -> list[str]:
             "--emulate-cold-start-s", f"{cold_s:g}", "--emulate-cold-start-factor", f"{COLD_FACTOR:g}"]
 
 
+def warm_flags() -> list[str]:
+    """The emulator's flags that set its warm timing, for emulator/predict.py."""
+    return ["--model-path", MODEL, "--emulate-schema-dir", str(SCHEMA_DIR), "--emulate-time-scale", f"{TIME_SCALE:g}"]
+
+
 def predicted_warm(concurrency: int) -> dict[str, Any]:
     """What the warm emulator serves at this point (emulator/predict.py, same flags)."""
-    flags = ["--model-path", MODEL, "--emulate-schema-dir", str(SCHEMA_DIR), "--emulate-time-scale", f"{TIME_SCALE:g}"]
-    return predict(ISL, OSL, concurrency, flags, num_prompts=prompts_for(concurrency)).as_dict()
+    return predict(ISL, OSL, concurrency, warm_flags(), num_prompts=prompts_for(concurrency)).as_dict()
 
 
 def cold_seconds() -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import urllib.request
@@ -38,37 +37,27 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, str(ROOT))
 
-from domain.flags.schema import SCHEMA_DIR  # noqa: E402
 from emulator import predict  # noqa: E402
-from emulator.step_loop import DEFAULT_COLD_FACTOR  # noqa: E402
 from emulator.testing import running_emulator  # noqa: E402
+from tools.make_cold_sweep_fixture import (  # noqa: E402  # the same emulator, its flags and paths
+    COLD_FACTOR,
+    ISL,
+    OSL,
+    emulator_args,
+    relative,
+    warm_flags,
+)
 from tools.make_import_fixtures import drive, ensure_tokenizer  # noqa: E402
 
 OUT_DIR = ROOT / "tests" / "fixtures" / "ramp_in_window"
 WORK_DIR = ROOT / "build" / "ramp-fixture"  # logs and the raw output (gitignored)
 FIXTURE_NAME = "points-0.5.23.jsonl"
-MODEL = "Qwen/Qwen3-30B-A3B"
-ISL, OSL = 64, 32
 CONCURRENCY, PROMPTS = 8, 64
-TIME_SCALE = 2.0  # as tools/make_cold_sweep_fixture.py: the emulated load stays well under the CPU's
-COLD_FACTOR = DEFAULT_COLD_FACTOR
 COLD_STEPS = 3  # the cold window in warm TTFTs (before the factor): the first wave's prefill and a few steps
 
 
-def relative(path: Path) -> str:
-    """Paths as the commands give them, from the repository (``data`` may be a symlink: not resolved)."""
-    return os.path.relpath(path, ROOT)
-
-
-def emulator_args(tokenizer: Path, cold_s: float) -> list[str]:
-    return ["--model-path", MODEL, "--emulate-schema-dir", relative(SCHEMA_DIR), "--emulate-startup-s", "0.2",
-            "--emulate-time-scale", f"{TIME_SCALE:g}", "--emulate-tokenizer-dir", relative(tokenizer),
-            "--emulate-cold-start-s", f"{cold_s:g}", "--emulate-cold-start-factor", f"{COLD_FACTOR:g}"]
-
-
 def predicted_warm() -> dict[str, Any]:
-    flags = ["--model-path", MODEL, "--emulate-schema-dir", str(SCHEMA_DIR), "--emulate-time-scale", f"{TIME_SCALE:g}"]
-    return predict(ISL, OSL, CONCURRENCY, flags, num_prompts=PROMPTS).as_dict()
+    return predict(ISL, OSL, CONCURRENCY, warm_flags(), num_prompts=PROMPTS).as_dict()
 
 
 def cold_seconds() -> float:
