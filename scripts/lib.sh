@@ -87,7 +87,7 @@ debian_packages() {
   [ "${#missing[@]}" -eq 0 ] || apt_install "${missing[@]}"
 }
 
+# The fonts alone (debian_packages with no other package).
 setup_cjk_font() {
-  [ -f "$CJK_FONT" ] || apt_install fonts-noto-cjk
-  [ -f "$EMOJI_FONT" ] || apt_install fonts-noto-color-emoji
+  debian_packages
 }
