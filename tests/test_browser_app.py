@@ -10,7 +10,7 @@ from playwright.sync_api import Locator, Page
 from db import Store
 from tests.plans import minimal_plan
 from tests.support.actors import operator
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import queued_line, running_app, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -45,7 +45,7 @@ def test_queue_quick_preset_from_the_browser(env, browser_page, db_path) -> None
         page.get_by_text("quick-demo").first.wait_for(timeout=60_000)
         submit = page.get_by_role("button", name="Validate and queue")
         submit.click()
-        page.get_by_text("Queued run #1").wait_for(timeout=60_000)
+        queued_line(page, 1).wait_for(timeout=60_000)
         submit.click()  # a second click of the same form queues nothing new
         page.get_by_text("already run #1").wait_for(timeout=60_000)
         screenshot(page, "queue-plan-en")

@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from db import Store
 from tests.support.actors import admin, operator
-from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, free_port, running_app, screenshot
+from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, free_port, queued_line, running_app, screenshot
 from tests.support.runner_harness import small_plan
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -133,7 +133,7 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         op_page.get_by_role("button", name="Quick preset", exact=False).click()
         op_page.wait_for_timeout(1500)
         op_page.get_by_role("button", name="Validate and queue").click()
-        expect(op_page.get_by_text("Queued run #")).to_be_visible(timeout=30_000)
+        expect(queued_line(op_page)).to_be_visible(timeout=30_000)
         [mine] = [r.id for r in store.list_runs() if r.submitted_by == OP1]
         op_page.goto(f"{url}/run?run={others}&lang=en")
         expect(op_page.get_by_text("You can act on your own runs only")).to_be_visible(timeout=30_000)

@@ -26,7 +26,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
 
 from db import Store
-from tests.support.app_server import ACTION_TIMEOUT_MS, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, running_app
+from tests.support.app_server import ACTION_TIMEOUT_MS, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, QUEUED_LINE, running_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -36,8 +36,6 @@ GAPS_MS = (0, 50, 100, 150, 200, 300)
 TRIES_PER_GAP = int(os.environ.get("BENCHDECK_DOUBLE_CLICK_TRIES", "2"))
 ANA, BEN = "ana@example.com", "ben@example.com"
 WIDTHS = (1400, 1920)
-# The page's own line ("Queued run #3."), not the toast that links it ("Queued run #3: open run #3.").
-QUEUED = re.compile(r"^Queued run #(\d+)\.$")
 START_BUILD = {"en": "Build a run in the form", "ja": "フォームで構成を作成する"}
 ANOTHER = {"en": "Queue another from this form", "ja": "このフォームからもう 1 件キューに入れる"}
 SETTLE_MS = 400  # after the page says "queued": room for a second click's rerun to land
@@ -144,10 +142,10 @@ def _click_pair(pages: list[Page], points: list[tuple[float, float]], gap_ms: in
 
 def _settled_queued(page: Page) -> int:
     """The run the page says this form queued, once no rerun is in flight any more."""
-    message = page.get_by_text(QUEUED)
+    message = page.get_by_text(QUEUED_LINE)
     expect(message).to_be_visible(timeout=60_000)
     _idle(page)
-    match = QUEUED.search(message.inner_text())
+    match = QUEUED_LINE.search(message.inner_text())
     assert match is not None
     return int(match.group(1))
 

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from db import Store
 from tests.support.actors import operator
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import queued_line, running_app, screenshot
 from tests.support.runner_harness import (
     runner_env,
     small_plan,
@@ -94,7 +94,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         page.get_by_role("button", name="Queue this run").click()
         # The form stays, its button disabled beside the run it queued (one run per form
         # instance: tests/test_browser_double_submit.py); the link opens the run.
-        expect(page.get_by_text("Queued run #1")).to_be_visible(timeout=20_000)
+        expect(queued_line(page, 1)).to_be_visible(timeout=20_000)
         expect(page.get_by_role("button", name="Queue this run")).to_be_disabled()
         expect(page.get_by_role("button", name="Queue another from this form")).to_be_visible()
         screenshot(page, "build-queued-en")

@@ -20,7 +20,7 @@ from playwright.sync_api import Locator, Page, expect
 from pptx import Presentation
 
 from db import Store
-from tests.support.app_server import ARTIFACTS, running_app, screenshot
+from tests.support.app_server import ARTIFACTS, queued_line, running_app, screenshot
 from tests.support.runner_harness import runner_env, start_runner, wait_for
 
 # Two emulated sweeps and two page loads: about three minutes alone, past the suite's 300 s on a loaded host.
@@ -115,7 +115,7 @@ def _second_run_compare_and_slides(page: Page, clicks: Clicks, store: Store, url
     page.wait_for_timeout(800)
     clicks.click(page.get_by_role("button", name="Queue another from this form"), "queue another")
     clicks.click(page.get_by_role("button", name="Queue this run"), "queue the second run")
-    expect(page.get_by_text("Queued run #2").first).to_be_visible()
+    expect(queued_line(page, 2)).to_be_visible()
     compare = page.get_by_role("link", name="Compare #2 with #1")
     expect(compare).to_be_visible()
     wait_for(lambda: [r.status for r in store.list_runs()] == ["succeeded"] * 2, 600, "both runs to succeed")

@@ -42,6 +42,7 @@ from tests.support.runner_harness import (
     attempt_status,
     audit_rows,
     free_port,
+    free_port_pair,
     leftovers,
     run_burst,
     runner_env,
@@ -149,7 +150,7 @@ def test_server_dying_in_the_bench_warmup_phase_stores_no_rows(store: Store, env
 def test_a_squatter_in_the_port_range_is_skipped_and_the_launch_is_audited(
     store: Store, env: dict[str, str]
 ) -> None:
-    first = free_port()
+    first = free_port_pair()
     second = first + 1
     with contextlib.closing(squat(first)):
         plan = small_plan(server_args={"max-running-requests": 16, "served-model-name": "qwen3 (test)"},

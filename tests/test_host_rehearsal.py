@@ -40,7 +40,15 @@ from runner.schema_sync import cached_installed_schema
 from tests.conftest import ROOT
 from tests.plans import MINIMAL_PLAN_YAML, minimal_plan
 from tests.support.actors import admin
-from tests.support.app_server import ACTION_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS, free_port, running_app, screenshot
+from tests.support.app_server import (
+    ACTION_TIMEOUT_MS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    free_port,
+    queued_line,
+    running_app,
+    screenshot,
+)
 from tests.support.hf_cache import SHARDS, make_hf_cache, remove_shard
 from tests.support.runner_harness import runner_env, start_runner
 
@@ -338,7 +346,7 @@ def _queue_the_defaults_and_watch(page: Any, base: str, env: dict[str, str], cla
     expect(page.get_by_role("heading", name="Build a configuration and queue it")).to_be_visible()
     assert claiming.wait(timeout=240) == 0  # it survived the launch that cannot work here
     page.get_by_role("button", name="Queue this run").click()
-    expect(page.get_by_text("Queued run #3")).to_be_visible(timeout=60_000)
+    expect(queued_line(page, 3)).to_be_visible(timeout=60_000)
     page.get_by_role("link", name="Open run #3", exact=True).click()
     expect(page).to_have_url(re.compile(r"/run\?run=3"), timeout=30_000)
     runner = start_runner(env, "--burst")

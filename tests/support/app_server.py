@@ -7,6 +7,7 @@ cannot download its own browser here.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -113,3 +114,15 @@ def full_screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# The build page's own "Queued run #N." line, not the toast that repeats it with a link
+# ("Queued run #N: open run #N."): both are on the page while the toast lasts.
+QUEUED_LINE = re.compile(r"^Queued run #(\d+)\.$")
+
+
+def queued_line(page: Any, run_id: int | None = None) -> Any:
+    """The page's own line for ``run_id`` (any run when None); see ``QUEUED_LINE``."""
+    if run_id is None:
+        return page.get_by_text(QUEUED_LINE)
+    return page.get_by_text(re.compile(rf"^Queued run #{run_id}\.$"))

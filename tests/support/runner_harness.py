@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -133,6 +134,27 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_port_pair() -> int:
+    """The first of two adjacent free ports below the kernel's ephemeral range (32768 up,
+    /proc/sys/net/ipv4/ip_local_port_range), where the other workers' free_port() and their
+    outgoing connections cannot take the second one between this check and its use."""
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(20_000, 32_000)
+        if all(_bindable(port) for port in (first, first + 1)):
+            return first
+    raise RuntimeError("no two adjacent free ports in 20000-32000")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def squat(port: int) -> socket.socket:
