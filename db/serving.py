@@ -91,8 +91,8 @@ class ServerLost(ConnectionError):
 
 
 class HolderNotAnswering(ServerLost):
-    """The serving holder took the connection but does not answer: it is stopped (SIGSTOP,
-    a debugger) or frozen.  It still holds the file, so nobody else can have it meanwhile."""
+    """The serving holder does not answer, or takes no more connections: it is stopped
+    (SIGSTOP, a debugger) or frozen.  It still holds the file, so nobody else can have it meanwhile."""
 
 
 def address_for(db_path: Path) -> bytes:
@@ -409,8 +409,11 @@ def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> RemoteCur
     ``ANSWER_S`` (or was stopped while we waited for the turn).  ``reading``: an access
     that only reads, run beside the turn (module docstring)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # Set before connecting: a blocking connect to a holder that accepts nothing (stopped)
+    # waits for ever once the listen queue is full of earlier clients' connections.
+    sock.settimeout(ANSWER_S)
     try:
-        sock.connect(address_for(db_path))
+        _connect(sock, db_path)
         pid, uid = _peer(sock)
         if uid != os.getuid():
             raise ConnectionError("the DB's address is held by another user")
@@ -428,6 +431,16 @@ def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> RemoteCur
         return None
     sock.settimeout(ANSWER_S)  # each wait for a reply looks, this often, whether the holder was stopped
     return RemoteCursor(sock, pid)
+
+
+def _connect(sock: socket.socket, db_path: Path) -> None:
+    """Connect to the holder; a full listen queue (the holder has accepted nothing for a
+    long time: stopped or frozen) is ``HolderNotAnswering``, not "nobody serves"."""
+    try:
+        sock.connect(address_for(db_path))
+    except BlockingIOError:
+        raise HolderNotAnswering("the process serving the database takes no connections "
+                                 "(its queue of waiting clients is full)") from None
 
 
 def _ask(sock: socket.socket, pid: int, request: tuple[str, float], timeout_s: float) -> str:

@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,50 @@ def test_a_stopped_holder_is_not_answering_within_seconds_and_serves_again_when_
     store.audit("client", "after", None, {})  # served again, by the same process
     assert _actions(store) == ["after", "first"]
     assert holder.ask("write again")["con"] == before["con"]  # no restart, the file never changed hands
+
+
+def test_a_holder_whose_queue_of_connections_is_full_is_not_answering_instead_of_a_wait_for_ever(
+    tmp_path: Path,
+) -> None:
+    """A stopped holder accepts nothing, and every client that gave up on it left its
+    connection in the listen queue; once the queue is full, the next client is told so at
+    once (a blocking connect would wait until the holder resumed)."""
+    db_path = tmp_path / "bench.duckdb"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # binds and listens, never accepts
+    listener.bind(serving.address_for(db_path))
+    listener.listen(8)
+    queued = _fill_listen_queue(db_path)
+    outcome: list[BaseException | None] = []
+
+    def one_access() -> None:
+        try:
+            serving.join(db_path, timeout_s=30)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=one_access, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    for sock in (*queued, listener):
+        sock.close()
+    assert not worker.is_alive(), "the access waited on a holder that takes no connections"
+    assert isinstance(outcome[0], serving.HolderNotAnswering) and "queue" in str(outcome[0])
+
+
+def _fill_listen_queue(db_path: Path) -> list[socket.socket]:
+    """Connections into the holder's listen queue until it takes no more."""
+    queued: list[socket.socket] = []
+    while len(queued) < 1000:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(serving.address_for(db_path))
+        except BlockingIOError:
+            sock.close()
+            return queued
+        queued.append(sock)
+    raise AssertionError("the listen queue never filled")
 
 
 def test_the_app_says_the_runner_is_not_answering_and_recovers_when_it_resumes(app_env: Path) -> None:
