@@ -44,8 +44,8 @@ What bounds it:
 - A frame the protocol does not send (empty, torn, a refused type, a wrong shape) is
   answered with an error and ends that access only.
 - A live holder answers a request at once ("ok", or "wait" for the turn); a client that
-  hears nothing for ``ANSWER_S``, or finds the holder stopped (``/proc/<pid>/stat``)
-  while it waits, raises ``HolderNotAnswering`` (the app's "database busy (runner not
+  hears nothing for ``ANSWER_S``, or finds the holder stopped (``/proc/<pid>/stat``,
+  looked at every ``_LOOK_S`` while it waits), raises ``HolderNotAnswering`` (the app's "database busy (runner not
   answering)") instead of waiting its whole lock timeout, and its next access finds the
   holder again once it resumes.
 """
@@ -76,6 +76,11 @@ _WIRE_ERRORS = (OSError, wire.BadFrame, struct.error)
 # instead of waiting its whole lock timeout.  Also how often a client waiting for an answer
 # looks whether the holder was stopped.
 ANSWER_S = 2.0
+# How often a client waiting for a reply looks whether the holder was stopped: a stopped
+# holder is named within this, not after ANSWER_S.  (The app's live parts rerun every 2 s:
+# an access that failed only after ANSWER_S ran into the next rerun, and on a busy machine
+# Streamlit dropped the run's unsent warning when the next run began.)
+_LOOK_S = 0.1
 # A client gives up on a server that took the connection but did not answer "begin"
 # within its lock timeout plus this (a stopped or dying holder).
 _ANSWER_GRACE_S = 1.0
@@ -344,17 +349,28 @@ class _Beside:
 
 class _Watch:
     """A client's wait for the holder's answer: it gives up when the holder is stopped or
-    gone, or (``deadline``) once the deadline passes."""
+    gone, or (``deadline``) once the deadline passes, raising ``late``."""
 
-    def __init__(self, pid: int, deadline: float | None = None) -> None:
+    def __init__(self, pid: int, deadline: float | None = None, late: Exception | None = None) -> None:
         self.pid = pid
         self.deadline = deadline
+        self.late = late or TimeoutError("no answer from the process serving the database")
 
     def __call__(self) -> None:
         if _is_stopped_or_gone(self.pid):
             raise HolderNotAnswering(f"the process serving the database (pid {self.pid}) is not answering")
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise TimeoutError("no answer from the process serving the database")
+            raise self.late
+
+
+def _receive(sock: socket.socket, watch: _Watch) -> Any:
+    """The next frame, looking every ``_LOOK_S`` whether to give up (``watch``); sends keep
+    the longer ``ANSWER_S`` (a large frame may fill the holder's buffer for a while)."""
+    sock.settimeout(_LOOK_S)
+    try:
+        return wire.receive(sock, watch)
+    finally:
+        sock.settimeout(ANSWER_S)
 
 
 class RemoteCursor:
@@ -379,7 +395,7 @@ class RemoteCursor:
     def _run(self, message: tuple[Any, ...]) -> RemoteCursor:
         try:
             wire.send(self._sock, message)
-            reply = wire.receive(self._sock, self._watch)
+            reply = _receive(self._sock, self._watch)
         except HolderNotAnswering:
             raise
         except (OSError, struct.error) as exc:
@@ -429,7 +445,6 @@ def join(db_path: Path, *, timeout_s: float, reading: bool = False) -> RemoteCur
         if answer == "busy":
             raise ServerBusy(f"database busy for {timeout_s:.1f}s (its holder's turn)")
         return None
-    sock.settimeout(ANSWER_S)  # each wait for a reply looks, this often, whether the holder was stopped
     return RemoteCursor(sock, pid)
 
 
@@ -446,16 +461,12 @@ def _connect(sock: socket.socket, db_path: Path) -> None:
 def _ask(sock: socket.socket, pid: int, request: tuple[str, float], timeout_s: float) -> str:
     """Send the request; its answer ("ok", "busy", "gone").  The first answer comes at once
     from a live holder; after "wait", the next within the turn's timeout."""
-    sock.settimeout(ANSWER_S)
     wire.send(sock, request)
-    try:
-        answer = wire.receive(sock)[0]
-    except TimeoutError:
-        raise HolderNotAnswering(f"the process serving the database (pid {pid}) answered nothing "
-                                 f"for {ANSWER_S:.0f}s") from None
+    silent = HolderNotAnswering(f"the process serving the database (pid {pid}) answered nothing for {ANSWER_S:.0f}s")
+    answer = _receive(sock, _Watch(pid, time.monotonic() + ANSWER_S, silent))[0]
     if answer != "wait":
         return str(answer)
-    return str(wire.receive(sock, _Watch(pid, time.monotonic() + timeout_s + _ANSWER_GRACE_S))[0])
+    return str(_receive(sock, _Watch(pid, time.monotonic() + timeout_s + _ANSWER_GRACE_S))[0])
 
 
 def end(cursor: RemoteCursor) -> None:

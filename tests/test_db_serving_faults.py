@@ -193,12 +193,6 @@ def test_the_app_says_the_runner_is_not_answering_and_recovers_when_it_resumes(a
 
 
 @pytest.mark.browser
-# An open bug, not a slow machine: with every core busy (the whole suite beside it, or CPU hogs),
-# the runs page's live part can hang for over 90 s on its first read after the runner stops,
-# instead of saying "runner not answering" within seconds (the AppTest test above passes; the
-# bounded waits of db/serving.py do not explain it).  Kept running, so a fix shows as XPASS.
-@pytest.mark.xfail(reason="the runs page's live part can hang on a stopped runner when the machine is saturated",
-                   strict=False)
 def test_in_a_browser_the_runs_page_says_the_runner_is_not_answering_and_recovers_by_itself(
         env: dict[str, str], browser_page: Page, db_path: Path) -> None:
     """The runs page's live part reruns every 2 s: it shows the warning while the runner is
