@@ -4,6 +4,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
 
+# pip compiles every module it installs to bytecode, about 4 ms of CPU each (.venv-sglang has
+# 18,000 of them).  PIP_COMPILE_FLAG=--no-compile leaves that to the first import of each
+# module (written to the same __pycache__, so once): the test set-up asks for it for the
+# environments it imports only a small part of.  `make install` compiles everything: on the
+# host the service user may not be able to write there.
+PIP_COMPILE_FLAG="${PIP_COMPILE_FLAG:-}"
+
 log() { printf '\033[1m[benchdeck]\033[0m %s\n' "$*" >&2; }
 
 # ensure_venv DIR STAMP_SOURCE... -- INSTALL COMMAND...
@@ -36,8 +43,8 @@ setup_app_env() {
 # imports it; the runner calls it as a subprocess (bench_serving, schema extraction).
 setup_sglang_env() {
   ensure_venv .venv-sglang requirements-sglang.txt -- bash -c '
-    .venv-sglang/bin/python -m pip install -q --no-deps "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang.txt)" &&
-    .venv-sglang/bin/python -m pip install -q -r requirements-sglang.txt'
+    .venv-sglang/bin/python -m pip install -q $0 --no-deps "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang.txt)" &&
+    .venv-sglang/bin/python -m pip install -q $0 -r requirements-sglang.txt' "$PIP_COMPILE_FLAG"
 }
 
 # The host rehearsal: a real SGLang of a version benchdeck ships no schema for, its own
@@ -47,13 +54,14 @@ setup_sglang_host_env() {
   ensure_venv .venv-sglang-host requirements-sglang-host.txt requirements-sglang.txt -- bash -c '
     base="$(cd .venv-sglang/lib/python3.11/site-packages && pwd -P)" &&
     echo "$base" > .venv-sglang-host/lib/python3.11/site-packages/zz_benchdeck_sglang_base.pth &&
-    .venv-sglang-host/bin/python -m pip install -q --no-deps \
-      "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang-host.txt)"'
+    .venv-sglang-host/bin/python -m pip install -q $0 --no-deps \
+      "sglang==$(sed -n "s/^# sglang==//p" requirements-sglang-host.txt)"' "$PIP_COMPILE_FLAG"
 }
 
 # AIPerf, for the importer's fixtures (tools/make_import_fixtures.py reads the same stamp).
 setup_aiperf_env() {
-  ensure_venv .venv-aiperf requirements-aiperf.txt -- .venv-aiperf/bin/python -m pip install -q -r requirements-aiperf.txt
+  ensure_venv .venv-aiperf requirements-aiperf.txt -- \
+    .venv-aiperf/bin/python -m pip install -q $PIP_COMPILE_FLAG -r requirements-aiperf.txt
 }
 
 setup_router_env() {

@@ -7,6 +7,9 @@ source "$(dirname "$0")/lib.sh"
 # tests/test_host_rehearsal.py.
 debian_packages chromium nginx-light &
 debian=$!
+# The tests import a small part of SGLang's and AIPerf's environments: their modules are
+# compiled to bytecode as they are first imported, not all at install (scripts/lib.sh).
+PIP_COMPILE_FLAG=--no-compile
 # The environments install beside each other: mostly downloads and unpacking.  SGLang's
 # client, then the host rehearsal's 0.5.22 over its dependencies; vLLM's real argument parser
 # (CPU-only; two wheels' sources, cached) for the vLLM flag tests, and the router for the PD
