@@ -61,9 +61,11 @@ def _engines_left(mark: str) -> list[str]:
     return left
 
 
-def test_runs_go_to_the_node_with_their_gpu_type_and_results_land_in_duckdb(
+def test_runs_go_to_the_node_with_their_gpu_type_and_a_cancel_reaches_the_remote_process_group(
     cluster: tuple[LocalRayCluster, dict[str, str]], store: Store
 ) -> None:
+    """One cluster of three raylets for both, started once: four runs
+    placed by GPU type land in DuckDB, then a cancel mid-benchmark stops a node's engine."""
     import ray
 
     ray_cluster, env = cluster
@@ -87,6 +89,21 @@ def test_runs_go_to_the_node_with_their_gpu_type_and_results_land_in_duckdb(
             assert json.loads(hosts[node_runner_id(node)].info)["reported"], "the node reported its own SGLang"
     assert _engines_left(env[MARK]) == []
     assert ray_cluster.nodes["node-h100"].proc.poll() is None  # nothing killed a node here
+    _cancel_reaches_the_remote_process_group(env, store)
+
+
+def _cancel_reaches_the_remote_process_group(env: dict[str, str], store: Store) -> None:
+    run_id, _ = store.submit_run(_plan("long", "H200", prompts="60x"), submitted_by=operator("t"))
+    daemon = start_runner(env, "--burst")
+    wait_for(lambda: len(store.points_of(run_id)) >= 1, 240, "the run benchmarking")
+    assert _engines_left(env[MARK]), "the engine runs on the node"
+    store.cancel_run(run_id, actor=operator("t"))
+    assert daemon.wait(timeout=120) == 0
+    assert store.get_run(run_id).status == "cancelled"
+    deadline = time.monotonic() + 20
+    while _engines_left(env[MARK]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _engines_left(env[MARK]) == []
 
 
 def test_a_node_dying_mid_run_is_runner_lost_and_the_other_runs_complete(
@@ -110,21 +127,3 @@ def test_a_node_dying_mid_run_is_runner_lost_and_the_other_runs_complete(
     assert _engines_left(env[MARK]) == []
     dead = [r for r in store.list_runners() if r.id.startswith("ray:") and not r.healthy]
     assert dead and dead[0].unhealthy_reason.startswith("Ray node")
-
-
-@pytest.mark.parametrize("state", ["benchmarking"])
-def test_cancel_reaches_the_remote_process_group(
-    cluster: tuple[LocalRayCluster, dict[str, str]], store: Store, state: str
-) -> None:
-    _, env = cluster
-    run_id, _ = store.submit_run(_plan("long", "H200", prompts="60x"), submitted_by=operator("t"))
-    daemon = start_runner(env, "--burst")
-    wait_for(lambda: len(store.points_of(run_id)) >= 1, 240, "the run benchmarking")
-    assert _engines_left(env[MARK]), "the engine runs on the node"
-    store.cancel_run(run_id, actor=operator("t"))
-    assert daemon.wait(timeout=120) == 0
-    assert store.get_run(run_id).status == "cancelled"
-    deadline = time.monotonic() + 20
-    while _engines_left(env[MARK]) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert _engines_left(env[MARK]) == []
