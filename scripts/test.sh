@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # The README's second command: install what the tests need and run the whole suite.
 source "$(dirname "$0")/lib.sh"
+# Bytecode is cached (the __pycache__ directories are not tracked): where the environment sets
+# PYTHONDONTWRITEBYTECODE, every process the suite starts (runners, emulators, CLIs, the app,
+# each pytest worker's rewritten test modules) compiled its modules from source again, and
+# the SGLang client, installed without bytecode below, compiled thousands at every start.
+unset PYTHONDONTWRITEBYTECODE
 # The Debian packages first, in the background (one apt-get update for all of them): a real
 # browser for the page tests, fonts so Japanese and emoji render (Playwright cannot download
 # its own browser here), and the host guide's reverse proxy (docs/host.md), run for real by

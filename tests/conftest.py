@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from db import Store
+from tests.support.schedule import long_first_in_each_share
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_PYTHON = sys.executable
@@ -41,10 +42,15 @@ RERUNS = 1
 RERUN_MARKS = ("browser", "slow")
 
 
+def _is_long(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(mark) is not None for mark in RERUN_MARKS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set in xdist's workers
+    items[:] = long_first_in_each_share(items, workers, lambda item: item.nodeid.split("::")[0], _is_long)
     for item in items:
-        rerun = any(item.get_closest_marker(mark) is not None for mark in RERUN_MARKS)
-        if rerun and item.get_closest_marker("flaky") is None:
+        if _is_long(item) and item.get_closest_marker("flaky") is None:
             item.add_marker(pytest.mark.flaky(reruns=RERUNS, reruns_delay=2))
 
 
