@@ -149,10 +149,11 @@ def _table_label(page: Page, title: str) -> Locator:
 
 
 def _grid_after(page: Page, title: str) -> str:
-    """The text of the first data grid after the table label ``title``, once it shows cells
-    (a grid drawn by a rerun fills its accessible table a moment after it appears)."""
+    """The text of the first data grid after the table label ``title``, once a cell shows a
+    value (a grid drawn by a rerun fills its accessible table a moment after it appears, and
+    on a busy machine its cells were seen attached and still empty)."""
     grid = _table_label(page, title).locator("xpath=following::*[@data-testid='stDataFrame'][1]")
-    expect(grid.locator("td").first).to_be_attached(timeout=30_000)
+    expect(grid.locator("td").filter(has_text=re.compile(r"\d+\.\d+")).first).to_be_attached(timeout=30_000)
     return grid_text(grid)
 
 
