@@ -73,8 +73,7 @@ _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _WIRE_ERRORS = (OSError, wire.BadFrame, struct.error)
 # A live holder answers a request at once ("ok", or "wait" for its turn): one that stays
 # silent this long is frozen (stopped, or starved of every CPU), and the client says so
-# instead of waiting its whole lock timeout.  Also how often a client waiting for an answer
-# looks whether the holder was stopped.
+# instead of waiting its whole lock timeout.
 ANSWER_S = 2.0
 # How often a client waiting for a reply looks whether the holder was stopped: a stopped
 # holder is named within this, not after ANSWER_S.  (The app's live parts rerun every 2 s:

@@ -23,6 +23,7 @@ from db.rows import PointRow, RunnerRow
 from domain.core.settings import Settings
 from domain.plan.plan_io import plan_from_mapping
 from domain.plan.run_plan import RunPlan
+from runner.process import port_is_free
 from tests.support.app_server import ROOT
 
 MARK = "BENCHDECK_TEST_MARK"
@@ -143,18 +144,9 @@ def free_port_pair() -> int:
     rng = random.Random()
     for _ in range(200):
         first = rng.randrange(20_000, 32_000)
-        if all(_bindable(port) for port in (first, first + 1)):
+        if port_is_free(first) and port_is_free(first + 1):  # the runner's own check of its range
             return first
     raise RuntimeError("no two adjacent free ports in 20000-32000")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def squat(port: int) -> socket.socket:

@@ -26,11 +26,14 @@ def long_first_in_each_share(items: Sequence[Item], workers: int, module_of: Cal
     modules: dict[object, list[Item]] = {}
     for item in items:
         modules.setdefault(module_of(item), []).append(item)
-    long_modules = [group for group in modules.values() if any(map(is_long, group))]
-    short = [item for group in modules.values() if not any(map(is_long, group)) for item in group]
+    long_counts = {module: sum(map(is_long, group)) for module, group in modules.items()}
+    short = [item for module, group in modules.items() if not long_counts[module] for item in group]
     shares: list[list[Item]] = [[] for _ in range(workers)]
-    for group in sorted(long_modules, key=lambda g: -sum(map(is_long, g))):  # largest first, to the emptiest share
-        min(shares, key=lambda share: sum(map(is_long, share))).extend(group)
+    loads = [0] * workers  # long items per share
+    for module in sorted((m for m in modules if long_counts[m]), key=lambda m: -long_counts[m]):
+        emptiest = loads.index(min(loads))  # largest module first, to the share with the fewest long items
+        shares[emptiest].extend(modules[module])
+        loads[emptiest] += long_counts[module]
     return _filled(shares, short, len(items))
 
 
