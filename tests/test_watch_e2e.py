@@ -33,9 +33,12 @@ from tests.support.runner_harness import assert_nothing_left, run_burst, runner_
 pytestmark = [pytest.mark.sglang, pytest.mark.slow, pytest.mark.timeout(600)]
 
 # Slow motion for both phases keeps a loaded CI host's scheduling jitter small against the
-# emulated step times; the "new version" runs 1.18x slower still (throughput -15 %).
+# emulated step times.  The "new version" runs 1.5x slower still (throughput -33 %): the test
+# is about the chain of verdicts, not the smallest slowdown a watch can see, and between two
+# runs minutes apart a loaded CI host moved throughput by more than the 5 points a -15 %
+# slowdown leaves above the 10 % threshold (the confirming run then read "ok").
 BASE_SCALE = 2.0
-SLOWER = 1.18
+SLOWER = 1.5
 
 
 def _wait_for_verdict(store: Store, watch_id: int, verdict: str, timeout: float = 420) -> int:
@@ -43,9 +46,14 @@ def _wait_for_verdict(store: Store, watch_id: int, verdict: str, timeout: float 
     watches = WatchStore(store)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs = [h.run_id for h in watches.history(watch_id) if h.verdict == verdict]
+        history = watches.history(watch_id)
+        runs = [h.run_id for h in history if h.verdict == verdict]
         if runs:
             return runs[0]
+        # An "ok" re-run owes no confirmation: nothing more will be queued, so say it now
+        # rather than after the timeout.
+        judged_ok = [h.as_dict() for h in history if h.verdict == "ok" and h.metric == "output_throughput"]
+        assert not judged_ok, f"waiting for {verdict}, a re-run was judged ok: {judged_ok}"
         failed = [r.run_id for r in watches.runs_of(watch_id) if r.status in ("failed", "cancelled")]
         assert not failed, f"watched re-runs failed: {failed}"
         time.sleep(1)
@@ -98,7 +106,7 @@ def test_a_version_upgrade_with_a_slowdown_is_suspicious_then_a_regression(store
     # the change ("ok"); it never reads as an improvement.
     verdicts = history.groupby("run_id")["verdict"].agg(set).to_dict()
     assert verdicts[suspicious] <= {"suspicious", "ok"} and verdicts[regression] <= {"regression", "suspicious", "ok"}
-    assert throughput.loc[regression, "change"] < -0.10  # measured, not assumed: about 1 - 1/1.18
+    assert throughput.loc[regression, "change"] < -0.20  # measured, not assumed: about 1 - 1/1.5
     assert {r.run_id for r in watches.open_regressions()} == {regression}
 
     report = build_report(watch_name="watched e2e", history=history, before=_side(store, origin),
