@@ -107,10 +107,11 @@ def _idle(page: Page) -> None:
 def _centre(button: Locator) -> tuple[float, float]:
     """The button's centre once the page has stopped moving: the mouse clicks a point, and
     an element drawn late above the button (a slow host draws in steps) would move it away
-    from a point read too early."""
-    button.scroll_into_view_if_needed()
+    from a point read too early.  Scrolled into view on every look: a late element above
+    it can push it below the viewport, where no click reaches it (CI saw it stay there)."""
     previous = None
     for _ in range(50):
+        button.scroll_into_view_if_needed()
         box = button.bounding_box()
         assert box is not None
         point = (box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
