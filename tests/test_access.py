@@ -28,7 +28,7 @@ from domain.core.states import RunStatus
 from domain.plan.plan_io import dump_plan
 from tests.plans import minimal_plan
 from tests.support.actors import admin, operator, viewer
-from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, CHROMIUM, CHROMIUM_ARGS, ROOT, running_app, screenshot
 
 # --- the rules ------------------------------------------------------------------------------
 
@@ -185,13 +185,14 @@ def test_proxy_identity_only_from_the_trusted_address(env: dict[str, str], store
                 page = browser.new_context(extra_http_headers=headers, locale="en-US").new_page()
                 page.goto(f"{url}/?lang=en")
                 expect(page.get_by_text("op@example.com (operator, signed in via proxy)")).to_be_visible(
-                    timeout=30_000)
+                    timeout=ACTION_TIMEOUT_MS)
             with running_app(elsewhere) as url:
                 # The header arrives from an untrusted peer, even claiming to be forwarded by the proxy.
                 spoofed = {**headers, "X-Forwarded-For": "10.9.9.9", "X-Real-IP": "10.9.9.9"}
                 page = browser.new_context(extra_http_headers=spoofed, locale="en-US").new_page()
                 page.goto(f"{url}/?lang=en")
-                expect(page.get_by_text("No identity from the authenticating proxy")).to_be_visible(timeout=30_000)
+                expect(page.get_by_text("No identity from the authenticating proxy")).to_be_visible(
+                    timeout=ACTION_TIMEOUT_MS)
                 expect(page.get_by_text("op@example.com")).to_have_count(0)
                 screenshot(page, "auth-proxy-refused")
         finally:

@@ -10,7 +10,7 @@ from playwright.sync_api import Locator, Page
 from db import Store
 from tests.plans import minimal_plan
 from tests.support.actors import operator
-from tests.support.app_server import queued_line, running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, queued_line, running_app, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -21,7 +21,7 @@ def test_navigation_in_both_languages_and_empty_state(env, browser_page, db_path
     with running_app(env) as url:
         page.goto(url)
         nav = page.get_by_test_id("stSidebarNav")
-        nav.get_by_text("概要").wait_for(timeout=30_000)
+        nav.get_by_text("概要").wait_for(timeout=ACTION_TIMEOUT_MS)
         assert nav.get_by_text("プランを投入").is_visible()
         page.get_by_text("キューは空で").wait_for()
         screenshot(page, "overview-ja-empty")

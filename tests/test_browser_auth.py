@@ -24,7 +24,15 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from db import Store
 from tests.support.actors import admin, operator
-from tests.support.app_server import CHROMIUM, CHROMIUM_ARGS, free_port, queued_line, running_app, screenshot
+from tests.support.app_server import (
+    ACTION_TIMEOUT_MS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    free_port,
+    queued_line,
+    running_app,
+    screenshot,
+)
 from tests.support.runner_harness import small_plan
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -87,7 +95,7 @@ def _log_in(browser: Browser, url: str, user: str) -> Page:
     page.goto(f"{url}/?lang=en")
     page.get_by_role("button", name="Log in").click()
     page.get_by_role("button", name=user, exact=True).click()
-    expect(page.get_by_text(f"{user} (")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(f"{user} (")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
     return page
 
 
@@ -111,7 +119,7 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         # Without a login: nothing but the login button.
         anonymous = browser.new_context(locale="en-US").new_page()
         anonymous.goto(f"{url}/runs?lang=en")
-        expect(anonymous.get_by_role("button", name="Log in")).to_be_visible(timeout=30_000)
+        expect(anonymous.get_by_role("button", name="Log in")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         expect(anonymous.get_by_text("op2-run")).to_have_count(0)
         screenshot(anonymous, "auth-login-required")
 
@@ -122,7 +130,7 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         assert "Audit log" not in labels
         viewer_page.goto(f"{url}/build?lang=en")
         submit = viewer_page.get_by_role("button", name="Queue this run")
-        expect(submit).to_be_disabled(timeout=30_000)
+        expect(submit).to_be_disabled(timeout=ACTION_TIMEOUT_MS)
         expect(viewer_page.get_by_text("Viewers cannot queue runs")).to_be_visible()
         viewer_page.wait_for_timeout(2500)  # let the lever widgets finish drawing for the screenshot
         screenshot(viewer_page, "auth-viewer-build")
@@ -133,10 +141,10 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         op_page.get_by_role("button", name="Quick preset", exact=False).click()
         op_page.wait_for_timeout(1500)
         op_page.get_by_role("button", name="Validate and queue").click()
-        expect(queued_line(op_page)).to_be_visible(timeout=30_000)
+        expect(queued_line(op_page)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         [mine] = [r.id for r in store.list_runs() if r.submitted_by == OP1]
         op_page.goto(f"{url}/run?run={others}&lang=en")
-        expect(op_page.get_by_text("You can act on your own runs only")).to_be_visible(timeout=30_000)
+        expect(op_page.get_by_text("You can act on your own runs only")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         expect(op_page.get_by_role("button", name="Cancel")).to_have_count(0)
         op_page.goto(f"{url}/run?run={mine}&lang=en")
         op_page.get_by_role("button", name="Cancel").click()  # asks first
@@ -154,7 +162,7 @@ def test_roles_from_the_allowlist_through_a_real_oidc_login(
         admin_page.get_by_role("button", name="Re-prioritise").click()
         _wait(lambda: store.get_run(others).priority == 7, "admin's re-prioritise")
         admin_page.goto(f"{url}/audit?lang=en")
-        expect(admin_page.get_by_text("entries (newest first")).to_be_visible(timeout=30_000)
+        expect(admin_page.get_by_text("entries (newest first")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         admin_page.wait_for_timeout(2000)
         screenshot(admin_page, "auth-admin-audit")
 

@@ -15,7 +15,7 @@ from pptx import Presentation
 
 from db import Store
 from tests.support.actors import operator
-from tests.support.app_server import ARTIFACTS, running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, ARTIFACTS, running_app, screenshot
 from tests.support.runner_harness import run_burst, runner_env, small_plan
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow]
@@ -51,7 +51,7 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
     store = Store(db_path)
     with running_app(three_runs) as url:
         page.goto(f"{url}/checklist?baseline=1&runs=2,3&lang=en")
-        expect(page.get_by_text("#2 — comparable", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("#2 — comparable", exact=True)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         line3 = page.get_by_text(re.compile(r"#3 — not comparable"))
         expect(line3).to_be_visible()
         expect(line3).to_contain_text("OSL")
@@ -60,7 +60,8 @@ def test_checklist_compare_and_downloads(three_runs, browser_page, db_path: Path
         screenshot(page, "checklist-en")
 
         page.goto(f"{url}/compare?baseline=1&runs=2,3&lang=en")
-        expect(page.get_by_text(re.compile(r"#3 vs #1 \(baseline\): not comparable"))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"#3 vs #1 \(baseline\): not comparable"))).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)
         expect(page.locator("td", has_text="max-running-requests").first).to_be_attached()  # the flag diff
         page.wait_for_timeout(3000)
         screenshot(page, "compare-en")

@@ -153,7 +153,7 @@ def _grid_after(page: Page, title: str) -> str:
     value (a grid drawn by a rerun fills its accessible table a moment after it appears, and
     on a busy machine its cells were seen attached and still empty)."""
     grid = _table_label(page, title).locator("xpath=following::*[@data-testid='stDataFrame'][1]")
-    expect(grid.locator("td").filter(has_text=re.compile(r"\d+\.\d+")).first).to_be_attached(timeout=30_000)
+    expect(grid.locator("td").filter(has_text=re.compile(r"\d+\.\d+")).first).to_be_attached(timeout=ACTION_TIMEOUT_MS)
     return grid_text(grid)
 
 
@@ -184,7 +184,7 @@ def test_percentile_selector_switches_the_tables_column(compare_app, browser: Br
     _open(page, url, f"baseline={runs['base']}&runs={runs['fp8']}&lang=en")
     median = _grid_after(page, "TTFT p50 (ms)")
     page.get_by_text("p90", exact=True).click()
-    expect(_table_label(page, "TTFT p90 (ms)")).to_be_visible(timeout=30_000)
+    expect(_table_label(page, "TTFT p90 (ms)")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
     expect(page.get_by_text("TTFT p50 (ms)", exact=True)).to_have_count(0)
     assert "stat=p90" in page.url
     # The emulated runs' records and samples carry p90: a column of values, not the medians.
@@ -276,7 +276,7 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     # The chart above the point boxes is drawn after its element appears and moves them down:
     # a list opened before that would be left behind.
     expect(page.locator("[data-testid=stVegaLiteChart]:visible").locator("canvas, svg").first).to_be_visible(
-        timeout=30_000)
+        timeout=ACTION_TIMEOUT_MS)
     before = change.inner_text()
     point_b = page.get_by_role("combobox", name=re.compile("Point B on the front"))
     _open_list(page, point_b)
@@ -285,7 +285,8 @@ def test_pareto_two_point_change_reads_as_a_sentence(compare_app, browser: Brows
     options = [text.strip() for text in page.get_by_role("option").all_inner_texts()]
     other = next(text for text in options if text not in (point_a, point_b_now))
     _choose(page, point_b, other)
-    expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before, timeout=30_000)
+    expect(page.get_by_text(re.compile(r"^From .+ to .+: tok/s/user"))).not_to_have_text(before,
+        timeout=ACTION_TIMEOUT_MS)
 
 
 def _chart_fits(page: Page, width: int, where: str) -> None:
@@ -293,7 +294,7 @@ def _chart_fits(page: Page, width: int, where: str) -> None:
     chart is looked for among visible ones: the tab just left is hidden at the click, while
     its chart stays in the page until the rerun that draws the new tab has finished."""
     expect(page.locator("[data-testid=stVegaLiteChart]:visible").locator("canvas, svg").first).to_be_visible(
-        timeout=30_000)
+        timeout=ACTION_TIMEOUT_MS)
     expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1, timeout=60_000)
     charts = page.locator("[data-testid=stVegaLiteChart]")
     assert charts.count() == 1, where
@@ -351,11 +352,11 @@ def _intervals_explained(page: Page, lang: str) -> None:
     ρ and n_eff ÷ n, and the expander lists each interval's n, ρ and n_eff."""
     summary = {"en": r"^Over the intervals from requests, ρ ranges \d\.\d\d–\d\.\d\d and n_eff is \d+–\d+% of n\.$",
                "ja": r"^リクエストから求めた区間の ρ は \d\.\d\d〜\d\.\d\d、n_eff は n の \d+〜\d+%。$"}[lang]
-    expect(page.get_by_text(re.compile(summary))).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(re.compile(summary))).to_be_visible(timeout=ACTION_TIMEOUT_MS)
     expander = page.get_by_test_id("stExpander").filter(has_text=t("intervals.title", lang))
     expander.get_by_text(t("intervals.title", lang)).click()
     grid = expander.get_by_test_id("stDataFrame")
-    expect(grid.locator("td").first).to_be_attached(timeout=30_000)
+    expect(grid.locator("td").first).to_be_attached(timeout=ACTION_TIMEOUT_MS)
     # A grid's accessible table holds only the columns in view: n, ρ and n_eff come first.
     text = grid_text(grid)
     assert t("intervals.col.rho", lang) in text and t("intervals.col.n_eff", lang) in text, text

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from db import Store
 from tests.support.actors import operator
-from tests.support.app_server import queued_line, running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, queued_line, running_app, screenshot
 from tests.support.runner_harness import (
     runner_env,
     small_plan,
@@ -115,9 +115,11 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         # opened_expander): nothing of them is on the page before, the command after.
         expect(page.locator('[data-testid="stMain"] code')).to_have_count(0)
         page.get_by_text("The command that ran").click()
-        expect(page.locator("code").filter(has_text="--max-running-requests 32")).to_be_visible(timeout=30_000)
+        expect(page.locator("code").filter(has_text="--max-running-requests 32")).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)
         page.get_by_text("Configuration (plan)").click()
-        expect(page.locator("code").filter(has_text="kv-cache-dtype: fp8_e4m3")).to_be_visible(timeout=30_000)
+        expect(page.locator("code").filter(has_text="kv-cache-dtype: fp8_e4m3")).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)
 
         # A second, longer run is cancelled mid-sweep from its page.
         long_plan = small_plan(name="long", benchmark={
@@ -152,7 +154,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         expect(first_lever).to_have_value("32", timeout=60_000)
         expect(page.get_by_role("spinbutton", name="--mem-fraction-static", exact=True)).to_have_value("0.800")
         # A variant changes a flag or two: the first flag field has the cursor (document.activeElement).
-        expect(first_lever).to_be_focused(timeout=30_000)
+        expect(first_lever).to_be_focused(timeout=ACTION_TIMEOUT_MS)
         screenshot(page, "build-duplicated-en")
 
         # Switch the language: the same page in Japanese.
@@ -166,7 +168,7 @@ def test_build_submit_watch_cancel_duplicate_and_switch_language(env, browser_pa
         screenshot(page, "runs-ja")
         # The succeeded run in Japanese, down to its "why not N×" split.
         page.goto(f"{url}/run?run=1&lang=ja")
-        expect(page.get_by_role("heading", name="なぜ N 倍にならないのか")).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("heading", name="なぜ N 倍にならないのか")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         page.wait_for_timeout(2000)
         screenshot(page, "run-succeeded-ja")
     if runner.poll() is None:

@@ -18,7 +18,7 @@ from db import Store
 from db.watch_store import WatchStore
 from domain.plan.run_plan import RunPlan
 from tests.support.actors import operator
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tests.test_watch import _complete, _finished_run, _plan, _tick
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -47,7 +47,8 @@ def test_history_overview_and_watch_button(regressed: tuple[int, int], browser_p
     page = browser_page
     with running_app(env) as url:
         page.goto(f"{url}/history?watch={watch_id}&lang=en")
-        expect(page.get_by_role("heading", name="History of watched configurations")).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("heading", name="History of watched configurations")).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)
         expect(page.get_by_text(re.compile(r"Current version: 0\.5\.23"))).to_be_visible()
         page.get_by_test_id("stDataFrame").first.wait_for()
         expect(page.get_by_text("How it is judged", exact=False)).to_be_visible()
@@ -59,28 +60,28 @@ def test_history_overview_and_watch_button(regressed: tuple[int, int], browser_p
         assert "SGLang 0.5.20 → 0.5.23" in report and "| regression |" in report
 
         page.goto(f"{url}/?lang=en")
-        expect(page.get_by_text("Open regressions")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("Open regressions")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         expect(page.get_by_text(re.compile(
             rf"watch #{watch_id}\): Output throughput .* at short @ 2 changed -1\d\.\d% \(SGLang 0\.5\.23"))
         ).to_be_visible()
-        expect(page.get_by_text("Runs by status")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("Runs by status")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         page.get_by_test_id("stDataFrame").first.wait_for()
         screenshot(page, "overview-regression-en")
 
         page.goto(f"{url}/history?watch={watch_id}&lang=ja")
-        expect(page.get_by_role("heading", name="ウォッチ中の構成の推移")).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("heading", name="ウォッチ中の構成の推移")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         expect(page.get_by_text("性能低下レポート(Markdown)")).to_be_visible()
         page.wait_for_timeout(3000)
         screenshot(page, "history-ja")
         page.goto(f"{url}/?lang=ja")
-        expect(page.get_by_text("未解決の性能低下")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("未解決の性能低下")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         page.get_by_test_id("stDataFrame").first.wait_for()
         screenshot(page, "overview-regression-ja")
 
         page.goto(f"{url}/run?run={other}&lang=en")
-        page.get_by_role("button", name=re.compile("Watch this configuration")).click(timeout=30_000)
+        page.get_by_role("button", name=re.compile("Watch this configuration")).click(timeout=ACTION_TIMEOUT_MS)
         page.get_by_role("button", name="Start watching").click()
-        expect(page.get_by_text(re.compile(r"Watch #\d+ started"))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"Watch #\d+ started"))).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         screenshot(page, "run-watch-started-en")
     assert [w.origin_run_id for w in WatchStore(Store(env_db(env))).active()][-1] == other
 

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from db import Store
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tools.make_import_fixtures import ensure_fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang]
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.sglang]
 def _upload_and_confirm(page: Page, url: str, path: Path) -> None:
     page.goto(f"{url}/imports")
     page.locator("input[type=file]").set_input_files([str(path)])
-    expect(page.get_by_text("1 run(s), 3 point(s), 0 problem(s)", exact=False)).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("1 run(s), 3 point(s), 0 problem(s)", exact=False)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
     page.get_by_role("textbox", name="Model").fill("Qwen/Qwen3-30B-A3B")
     page.get_by_role("button", name="Import (lines with problems are left out)").click()
 
@@ -29,17 +29,17 @@ def test_upload_preview_confirm_then_duplicate(env, browser_page, db_path: Path)
     page: Page = browser_page
     with running_app(env) as url:
         _upload_and_confirm(page, url, source)
-        expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         screenshot(page, "import-en")
         # The imported run's own page and the picker open without an error, although the
         # run has no plan and (in the runs list) no GPU.
         for path in ("run?run=1", "compare?baseline=1"):
             page.goto(f"{url}/{path}")
-            expect(page.get_by_text("Qwen/Qwen3-30B-A3B").first).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("Qwen/Qwen3-30B-A3B").first).to_be_visible(timeout=ACTION_TIMEOUT_MS)
             expect(page.locator("[data-testid=stException]")).to_have_count(0)
         screenshot(page, "import-run-en")
         _upload_and_confirm(page, url, source)
-        expect(page.get_by_text("was imported already (#1)")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("was imported already (#1)")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
     [run] = Store(db_path).list_runs()
     assert (run.source, run.model, run.gpu_type) == ("imported", "Qwen/Qwen3-30B-A3B", None)
 
@@ -56,7 +56,7 @@ def test_a_json_array_is_named_and_offers_no_import(env, browser_page, tmp_path:
         for lang, said in (("en", "This file is one JSON array"), ("ja", "このファイルは 1 つの JSON 配列")):
             page.goto(f"{url}/imports?lang={lang}")
             page.locator("input[type=file]").set_input_files([str(array)])
-            expect(page.get_by_text(said, exact=False)).to_be_visible(timeout=30_000)
+            expect(page.get_by_text(said, exact=False)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
             expect(page.locator("[data-testid=stFormSubmitButton]")).to_have_count(0)
             expect(page.get_by_text("every request fails", exact=False)).to_have_count(0)
             screenshot(page, f"import-json-array-{lang}")
@@ -71,9 +71,10 @@ def test_a_file_name_with_markup_is_a_plain_name(env, browser_page, tmp_path: Pa
     page: Page = browser_page
     with running_app(env) as url:
         _upload_and_confirm(page, url, named)
-        expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("imported 3 point(s) as run(s) #1")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         page.goto(f"{url}/run?run=1&lang=en")
-        expect(page.get_by_text(f"#1 {stem}#1", exact=True)).to_be_visible(timeout=30_000)  # the heading: "#id name"
+        expect(page.get_by_text(f"#1 {stem}#1", exact=True)).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)  # the heading: "#id name"
         expect(page.locator("[data-testid=stException]")).to_have_count(0)
     [run] = Store(db_path).list_runs()
     assert run.name == f"{stem}#1"

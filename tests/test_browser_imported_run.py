@@ -17,7 +17,7 @@ from playwright.sync_api import Page, expect
 
 from db import Store
 from tests.conftest import ROOT
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tools.make_import_fixtures import ensure_fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang]
@@ -40,7 +40,7 @@ def _import(env: dict[str, str], path: Path) -> int:
 def _open(page: Page, url: str, run_id: int, lang: str) -> None:
     page.goto(f"{url}/run?run={run_id}&lang={lang}")
     expect(page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]')).to_have_count(1,
-                                                                                                    timeout=30_000)
+                                                                                                    timeout=ACTION_TIMEOUT_MS)
 
 
 def _script_runs_within(page: Page, ms: int) -> int:
@@ -68,7 +68,7 @@ def test_every_imported_run_page_opens(env: dict[str, str], browser_page: Page, 
             for lang, badge, heading in (("ja", badge_ja, f"ポイント({points}/{points})"),
                                          ("en", badge_en, f"Points ({points}/{points})")):
                 _open(page, url, run_id, lang)
-                expect(page.get_by_text(heading)).to_be_visible(timeout=30_000)
+                expect(page.get_by_text(heading)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
                 expect(page.get_by_text(f"#{run_id} {run.name}", exact=True)).to_be_visible()  # the heading: "#id name"
                 expect(page.get_by_text(badge, exact=True)).to_be_visible()
                 rows = page.locator("[data-testid=stDataFrame]").first

@@ -19,7 +19,7 @@ from db import Store
 from domain.plan.presets import quick_demo_plan
 from domain.plan.run_plan import RunPlan
 from tests.support.actors import operator
-from tests.support.app_server import queued_line, running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, queued_line, running_app, screenshot
 from tests.support.runner_harness import runner_env, start_runner, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow,
@@ -78,7 +78,7 @@ def test_probe_switched_on_in_the_form_and_quality_rows_on_the_compare_page(env,
             timeout=60_000)
         _shot(page, "build-switch-en")
         page.get_by_role("button", name="Queue this run").click()
-        expect(queued_line(page, 2)).to_be_visible(timeout=30_000)
+        expect(queued_line(page, 2)).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         queued = RunPlan.model_validate_json(store.get_run(2).plan)
         assert queued.quality is not None and queued.quality.prompts == 16 and queued.quality.output_len == 32
         fp8, _ = store.submit_run(_plan("quality-fp8", **{"kv-cache-dtype": "fp8_e4m3"}),

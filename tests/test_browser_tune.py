@@ -19,7 +19,7 @@ from db import Store
 from domain.plan.run_plan import RunPlan
 from domain.tune import history
 from tests.conftest import ROOT
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tests.support.runner_harness import MARK, assert_nothing_left, runner_env, start_runner
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow,
@@ -48,7 +48,8 @@ def tuned(store: Store, env: dict[str, str]) -> tuple[dict[str, str], dict[str, 
 def _open(page: Page, url: str, lang: str) -> None:
     page.goto(f"{url}/tune?study=e2e-tune&lang={lang}")
     page.get_by_test_id("stDataFrame").first.wait_for(timeout=60_000)
-    expect(page.locator(".vega-embed").nth(2)).to_be_attached(timeout=30_000)  # history, importance, parallel
+    expect(page.locator(".vega-embed").nth(2)).to_be_attached(
+        timeout=ACTION_TIMEOUT_MS)  # history, importance, parallel
     page.wait_for_timeout(2500)  # the charts' own rendering
 
 
@@ -74,10 +75,10 @@ def test_tune_page_shows_the_study_and_queues_the_best(tuned, browser_page, db_p
         # The tune command queued the same two runs already: the page gets them back (idempotency), no third.
         queued = page.get_by_text(re.compile(rf"Queued the best as run #{outcome['best_run_id']} .* baseline as run "
                                              rf"#{outcome['baseline_run_id']} "))
-        expect(queued).to_be_visible(timeout=30_000)
+        expect(queued).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         screenshot(page, "tune-queued-en")
         page.get_by_role("link", name="Open the compare page").click()
-        page.wait_for_url(re.compile(rf"/compare\?.*baseline={outcome['baseline_run_id']}"), timeout=30_000)
+        page.wait_for_url(re.compile(rf"/compare\?.*baseline={outcome['baseline_run_id']}"), timeout=ACTION_TIMEOUT_MS)
     store = Store(db_path)
     tagged = [r for r in store.list_runs(limit=100) if history.BEST_TAG in json.loads(r.tags)]
     assert [r.id for r in tagged] == [outcome["best_run_id"]]

@@ -167,7 +167,7 @@ def test_sglang_and_vllm_side_by_side_with_the_engine_under_test(vllm_app, brows
     page.get_by_text(t("compare.show_all_flags", lang)).click()
     page.wait_for_timeout(1500)
     expect(page.get_by_test_id("stDataFrame").filter(has_text="--max-running-requests ↔ --max-num-seqs")
-           .first).to_be_attached(timeout=30_000)
+           .first).to_be_attached(timeout=ACTION_TIMEOUT_MS)
     every = grid_with(page, "--max-running-requests ↔ --max-num-seqs")
     assert t("compare.diff.counterpart.equivalent", lang) in every
     # The knob notes, in the page's language.

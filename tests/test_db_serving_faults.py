@@ -27,7 +27,7 @@ from db import queries as q
 from db.store import utcnow
 from tests.conftest import ROOT
 from tests.support.actors import admin
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tests.support.line_peer import LinePeer
 
 # Short, so that the deadline's effect shows in seconds.
@@ -216,8 +216,9 @@ def test_in_a_browser_the_runs_page_says_the_runner_is_not_answering_and_recover
                 screenshot(page, "runs-runner-not-answering-en")
             finally:
                 os.kill(holding.proc.pid, signal.SIGCONT)
-            page.get_by_text("Database busy (runner not answering)").wait_for(state="detached", timeout=30_000)
-            page.get_by_text("Runner hosts").wait_for(timeout=30_000)
+            page.get_by_text("Database busy (runner not answering)").wait_for(state="detached",
+                timeout=ACTION_TIMEOUT_MS)
+            page.get_by_text("Runner hosts").wait_for(timeout=ACTION_TIMEOUT_MS)
         assert holding.ask("write after")["serves"]  # the same process serves on
     finally:
         holding.close()

@@ -348,7 +348,7 @@ def _queue_the_defaults_and_watch(page: Any, base: str, env: dict[str, str], cla
     page.get_by_role("button", name="Queue this run").click()
     expect(queued_line(page, 3)).to_be_visible(timeout=60_000)
     page.get_by_role("link", name="Open run #3", exact=True).click()
-    expect(page).to_have_url(re.compile(r"/run\?run=3"), timeout=30_000)
+    expect(page).to_have_url(re.compile(r"/run\?run=3"), timeout=ACTION_TIMEOUT_MS)
     runner = start_runner(env, "--burst")
     try:
         # Live: the page's own refresh over the proxied WebSocket shows the points arrive.

@@ -13,6 +13,7 @@ from db import Store
 from domain.plan.run_plan import RunPlan
 from pages.parts.topology_editor import DRAWING_OPEN
 from tests.conftest import ROOT
+from tests.support.app_server import ACTION_TIMEOUT_MS
 from tests.support.code_spans import code_spans
 
 APP = str(ROOT / "app.py")
@@ -233,7 +234,7 @@ def test_build_a_2p1d_plan_in_the_browser(env, browser_page, db_path) -> None:
         page.goto(f"{url}/build")
         # The first run must reach the end of the page before an edit: widgets the browser
         # has not drawn yet would be sent back without their values.
-        expect(page.get_by_role("button", name="Queue this run")).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("button", name="Queue this run")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         # ... and have finished it: an edit sent while the first run still draws the page came
         # back with the name and model empty once on a loaded host (noted in the closing note).
         expect(page.get_by_test_id("stStatusWidget")).to_be_hidden(timeout=60_000)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 
 from db import Store
 from tests.support.actors import admin, operator
-from tests.support.app_server import running_app, screenshot
+from tests.support.app_server import ACTION_TIMEOUT_MS, running_app, screenshot
 from tests.support.runner_harness import MARK, assert_nothing_left, run_burst, runner_env, small_plan
 
 pytestmark = [pytest.mark.browser, pytest.mark.sglang, pytest.mark.slow]
@@ -68,17 +68,18 @@ def test_pd_sweeps_through_the_router_and_compare_with_aggregated(
     with running_app(renv) as url:
         page.goto(f"{url}/checklist?baseline={base}&runs={pd1},{pd2}&lang=en")
         line = page.get_by_text(re.compile(rf"#{pd1} — "))
-        expect(line).to_be_visible(timeout=30_000)
+        expect(line).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         expect(line).to_contain_text("topology")  # the difference the checklist marks
         page.get_by_test_id("stDataFrame").first.wait_for()
         page.wait_for_timeout(2500)
         screenshot(page, "checklist-pd-vs-aggregated-en")
         page.goto(f"{url}/compare?baseline={base}&runs={pd1},{pd2}&lang=en")
         # The compare page opens with one verdict line per run (comparability.verdict_line).
-        expect(page.get_by_text(re.compile(rf"#{pd2} vs #{base} \(baseline\): "))).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(rf"#{pd2} vs #{base} \(baseline\): "))).to_be_visible(
+            timeout=ACTION_TIMEOUT_MS)
         page.wait_for_timeout(3000)
         screenshot(page, "compare-pd-vs-aggregated-en")
         page.goto(f"{url}/run?run={pd2}&lang=en")
-        expect(page.get_by_text("Topology (pd)")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("Topology (pd)")).to_be_visible(timeout=ACTION_TIMEOUT_MS)
         page.wait_for_timeout(2500)
         screenshot(page, "run-pd-2p1d-en")

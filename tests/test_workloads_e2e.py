@@ -144,5 +144,5 @@ def test_the_compare_page_shows_the_servers_cache_hits(measured: Any) -> None:
         label = page.get_by_text(t("workload.section.cache_groups", "en"), exact=True)
         expect(label).to_be_visible(timeout=90_000)
         grid = label.locator("xpath=following::*[@data-testid='stDataFrame'][1]")
-        expect(grid).to_contain_text(re.compile(rf"{report['cache_hit_rate_pct']:g}"), timeout=30_000)
+        expect(grid).to_contain_text(re.compile(rf"{report['cache_hit_rate_pct']:g}"), timeout=ACTION_TIMEOUT_MS)
         browser.close()
