@@ -211,14 +211,10 @@ FAILURE_MODES: dict[str, tuple[list[str], int]] = {
 def all_failed(work: Path, tokenizer: Path, client: str, version: str) -> dict[str, dict[str, Any]]:
     """One run of ``client`` per failure mode, in one client process (its imports are most of
     a run's CPU), each against an emulator of its own; what the client leaves, by mode."""
-    # The refusal first: a run after a crash starts from what the crash left in the process
-    # (0.4.6.post5 then failed its warmup instead of reading the refusal), and each case must
-    # show what a client meets on its own.
-    outs = {mode: work / f"all-failed-{mode}-{version}.jsonl" for mode in ("rejected", "crash")}
+    outs = {mode: work / f"all-failed-{mode}-{version}.jsonl" for mode in FAILURE_MODES}
     with contextlib.ExitStack() as stack:
         argvs = []
-        for mode in outs:
-            emulator_args, osl = FAILURE_MODES[mode]
+        for mode, (emulator_args, osl) in FAILURE_MODES.items():
             args = [*EMULATOR_ARGS, "--emulate-tokenizer-dir", str(tokenizer), *emulator_args]
             log = work / "logs" / f"emulator-all-failed-{mode}-{version}.log"
             emulator = stack.enter_context(running_emulator(args, log))
