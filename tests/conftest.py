@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from db import Store
+from tests.support.failure_context import failure_context
 from tests.support.schedule import long_first_in_each_share
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_long(item) and item.get_closest_marker("flaky") is None:
             item.add_marker(pytest.mark.flaky(reruns=RERUNS, reruns_delay=2))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """A failed browser test's report carries what the page showed and the app's log tail:
+    CI keeps only the text of a run, and a wait that timed out says what it waited for, not
+    what was there instead."""
+    report = yield
+    if report.failed and call.when == "call":
+        # In the failure itself, not in the report's sections: a rerun's summary prints
+        # only the failure (pytest-rerunfailures), and a rerun is where a flaky cause hides.
+        add = getattr(report.longrepr, "addsection", None)
+        for title, text in failure_context(item):
+            if add is not None:
+                add(title, text)
+            else:
+                report.sections.append((title, text))
+    return report
 
 
 @pytest.fixture
