@@ -11,16 +11,25 @@ Every point's median TPOT, and the median TTFT of the points whose TTFT the mode
 15 % of the estimator's prediction for the emulator's configuration
 (:func:`emulator.steady_state`, i.e. ``domain.estimate.estimator.estimate_point``).  A
 128/128 round prefills in one ~26 ms step, and there two things the estimator leaves out
-are as large as the step: the HTTP round trip (~15 ms on a busy CI core), and, at c ≥ 2,
-the round's first follow-up request reaching an idle engine alone and prefilling in a step
-of its own, the others in the next (SGLang 0.5.23 skips the finishing decode,
+are as large as the step: the HTTP path (the request's parsing and tokenizing, the stream's
+first chunk back), which a loaded host stretches by tens of milliseconds at c ≥ 2, and, at
+c ≥ 2, the round's first follow-up request reaching an idle engine alone and prefilling in a
+step of its own, the others in the next (SGLang 0.5.23 skips the finishing decode,
 ``enable_skip_finishing_decode`` in scheduler.py's ``event_loop_overlap``, so its engine is
-idle there too).  Their TTFT must lie between 0.85× the estimate and 2.3× it (one extra
-step, +15 %) plus, for c ≥ 2, the round trip as the c=1 point measured it (its TTFT beyond
-the estimate: one request at a time, so nothing but the HTTP and the tokenizer adds to it;
-c=1 itself keeps the bound without it, which also caps the round trip at 1.3× the estimate).  Without the
-round trip the bound held by 0.06 ms or failed: at c=4, 50.2 ms against 2.3 × 21.8 ms, with
-c=1 measuring 25.0 against 21.3 ms.
+idle there too).  There the model's part is read on the server's own clock, its TTFT
+histogram (arrival to first token, ``sglang:time_to_first_token_seconds``, read before and
+after each point: its mean, the warm-up request included): it must lie between 0.85× the
+estimate and 2.3× it (one extra step, +15 %); the client's median, which adds the HTTP path,
+must not lie below 0.85× the estimate.  A bound on the client's median that allowed the HTTP
+path as measured at c=1 held by a few milliseconds idle and failed beside the suite's other
+tests (c=4: 65.7 ms against 54.0 allowed, the step loop 0.02 s behind).
+
+The emulator keeps the model's pace only while its step loop gets the CPU when it wakes; on
+a loaded host it falls behind and says by how much (``lag_seconds``).  A point during which
+it fell behind by more than ``STARVED_SHARE`` of the point's wall time measured the host,
+not the model: the driver measures that point again, in the same client process, at most
+``TRIES`` times, and the comparison uses each point's last measurement.  A point still
+starved after that is compared all the same, its failure naming the lag.
 """
 
 from __future__ import annotations
@@ -48,6 +57,11 @@ EMULATOR_ARGS = ["--model-path", "Qwen/Qwen3-30B-A3B", "--emulate-schema-dir", s
 POINTS = {1: 4, 2: 6, 4: 12, 8: 16}  # concurrency → prompts: 2-4 rounds, a few seconds each
 LONG = (4000, 32, 4, 8)  # ISL, OSL, concurrency, prompts: 2 rounds of 8 prefill steps, ~3 s
 TOLERANCE = 0.15
+# A point is measured again (at most TRIES times in all) when the emulator's step loop fell
+# behind the model by more than this share of the point's wall time: its own report
+# (/server_info ``lag_seconds``) that the CPU, not the model, set the pace.  The retry
+# follows that report, never the figures compared below.
+STARVED_SHARE, TRIES = 0.02, 3
 
 pytestmark = [
     pytest.mark.sglang,
@@ -55,14 +69,33 @@ pytestmark = [
 ]
 
 DRIVER = """
-import json, sys, time
+import json, sys, time, urllib.request
 from sglang.benchmark.serving import cli_main
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["bench_serving", *argv]
-    wall, cpu = time.perf_counter(), time.process_time()
-    cli_main()
-    print("BENCH_POINT " + json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}),
-          flush=True)
+base_url, tries, share, points = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4])
+
+def lag():
+    with urllib.request.urlopen(base_url + "/server_info", timeout=10) as answer:
+        return json.load(answer)["emulator"]["lag_seconds"]
+
+def ttft():  # the server's own TTFT histogram: (sum of seconds, count), all label sets
+    with urllib.request.urlopen(base_url + "/metrics", timeout=10) as answer:
+        lines = answer.read().decode().splitlines()
+    total = lambda name: sum(float(line.rsplit(" ", 1)[1]) for line in lines
+                             if line.startswith("sglang:time_to_first_token_seconds_" + name))
+    return total("sum"), total("count")
+
+for index, argv in enumerate(points):
+    for attempt in range(1, tries + 1):
+        sys.argv = ["bench_serving", *argv]
+        before, (ttft_s, ttft_n), wall, cpu = lag(), ttft(), time.perf_counter(), time.process_time()
+        cli_main()
+        wall = time.perf_counter() - wall
+        (ttft_s_after, ttft_n_after) = ttft()
+        timing = {"point": index, "attempt": attempt, "wall": wall, "cpu": time.process_time() - cpu,
+                  "lag": lag() - before, "server_ttft_ms": 1e3 * (ttft_s_after - ttft_s) / (ttft_n_after - ttft_n)}
+        print("BENCH_POINT " + json.dumps(timing), flush=True)
+        if timing["lag"] <= share * wall:
+            break
 """
 
 
@@ -107,26 +140,42 @@ def _record(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text().strip().splitlines()[-1].replace("Infinity", "1e999"))
 
 
-def _diagnosis(emulator_info: dict[str, Any], timings: list[dict[str, float]], duration: float) -> str:
-    lag = emulator_info["emulator"]["lag_seconds"]
+def _diagnosis(timings: list[dict[str, float]]) -> str:
+    """Whether the CPU kept up in the measurements kept (each point's last attempt)."""
+    starved = [t for t in timings if _starved(t)]
     client_busy = max(t["cpu"] / t["wall"] for t in timings)
-    if lag > 0.02 * duration or client_busy > 0.8:
-        return (f"the CPU, not the model, set the curve: the emulator's step loop fell {lag:.2f} s behind, "
-                f"the bench client used up to {client_busy:.0%} of a core")
+    lag = sum(t["lag"] for t in timings)
+    if starved or client_busy > 0.8:
+        return (f"the CPU, not the model, set the curve: the emulator's step loop fell {lag:.2f} s behind "
+                f"({len(starved)} of {len(timings)} points still starved after {TRIES} tries), the bench client "
+                f"used up to {client_busy:.0%} of a core")
     return (f"the CPU kept up: emulator lag {lag:.3f} s, bench client ≤ {client_busy:.0%} of a core, so any "
             "mismatch below is the emulator's own")
+
+
+def _starved(timing: dict[str, float]) -> bool:
+    return timing["lag"] > STARVED_SHARE * timing["wall"]
+
+
+def _kept(lines: list[str]) -> list[dict[str, float]]:
+    """Each point's last attempt: the one its output file's last record holds."""
+    attempts = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("BENCH_POINT")]
+    return list({int(t["point"]): t for t in attempts}.values())
 
 
 Point = tuple[int, int, int, int]  # ISL, OSL, concurrency, prompts
 SWEEP: list[Point] = [(128, 128, c, n) for c, n in POINTS.items()] + [LONG]
 
 
-def _row(point: Point, record: dict[str, Any], model: Prediction, estimate: dict[str, Any]) -> str:
+def _row(point: Point, record: dict[str, Any], model: Prediction, estimate: dict[str, Any],
+         timing: dict[str, float]) -> str:
     isl, osl, c, _ = point
     got = record["output_throughput"]
-    return (f"  {isl}/{osl} c={c}: measured {got:7.1f} tok/s, replayed {model.output_throughput:7.1f} "
+    return (f"  {isl}/{osl} c={c} (try {timing['attempt']}, lag {timing['lag']:.2f} s): measured {got:7.1f} "
+            f"tok/s, replayed {model.output_throughput:7.1f} "
             f"({got / model.output_throughput - 1:+.1%}); median TTFT {record['median_ttft_ms']:7.1f} vs estimated "
-            f"{estimate['ttft_ms']:7.1f} ms; median TPOT {record['median_tpot_ms']:6.2f} vs estimated "
+            f"{estimate['ttft_ms']:7.1f} ms (server's mean {timing['server_ttft_ms']:7.1f}); median TPOT "
+            f"{record['median_tpot_ms']:6.2f} vs estimated "
             f"{estimate['tpot_ms']:6.2f} ms")
 
 
@@ -138,25 +187,25 @@ def _ttft_set_by_the_model(point: Point) -> bool:
 
 @pytest.mark.slow
 def test_real_client_measures_the_model_curve(tokenizer_dir: Path, tmp_path: Path) -> None:
-    args = [*EMULATOR_ARGS, "--emulate-tokenizer-dir", str(tokenizer_dir)]
+    args = [*EMULATOR_ARGS, "--enable-metrics", "--emulate-tokenizer-dir", str(tokenizer_dir)]
     outputs = {point: tmp_path / "{}_{}_c{}.jsonl".format(*point) for point in SWEEP}
     with running_emulator(args, tmp_path / "emulator.log") as emulator:
         argvs = [_bench_argv(emulator.base_url, tokenizer_dir, c, n, outputs[(isl, osl, c, n)], isl, osl)
                  for isl, osl, c, n in SWEEP]
-        done = _sglang(["-c", DRIVER, json.dumps(argvs)], timeout=240)
+        done = _sglang(["-c", DRIVER, emulator.base_url, str(TRIES), str(STARVED_SHARE), json.dumps(argvs)],
+                       timeout=400)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         info = requests.get(emulator.base_url + "/server_info", timeout=10).json()
-    timings = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("BENCH_POINT")]
+    timings = _kept(done.stdout.splitlines())
+    assert len(timings) == len(SWEEP), done.stdout[-3000:]
     records = {point: _record(path) for point, path in outputs.items()}
     replayed = {(isl, osl, c, n): predict(isl, osl, c, EMULATOR_ARGS, num_prompts=n) for isl, osl, c, n in SWEEP}
     estimated = {(isl, osl, c, n): steady_state(isl, osl, c, EMULATOR_ARGS) for isl, osl, c, n in SWEEP}
-    table = "\n".join(_row(p, records[p], replayed[p], estimated[p]) for p in SWEEP)
-    why = _diagnosis(info, timings, sum(r["duration"] for r in records.values()))
+    table = "\n".join(_row(p, records[p], replayed[p], estimated[p], t) for p, t in zip(SWEEP, timings, strict=True))
+    why = _diagnosis(timings)
     print(f"quick preset and a multi-step-prefill point against the emulator ({why}):\n{table}")
 
-    lone = (128, 128, 1, POINTS[1])
-    round_trip = max(0.0, records[lone]["median_ttft_ms"] - estimated[lone]["ttft_ms"])
-    for point, record in records.items():
+    for (point, record), timing in zip(records.items(), timings, strict=True):
         _, osl, _, prompts = point
         assert record["completed"] == prompts
         assert record["total_output_tokens_retokenized"] == record["total_output_tokens"] == osl * prompts
@@ -168,9 +217,11 @@ def test_real_client_measures_the_model_curve(tokenizer_dir: Path, tmp_path: Pat
             assert record["median_ttft_ms"] == pytest.approx(estimate["ttft_ms"], rel=TOLERANCE), \
                 f"{point}: {why}\n{table}"
         else:
-            assert (1 - TOLERANCE) * estimate["ttft_ms"] <= record["median_ttft_ms"] \
-                <= 2 * (1 + TOLERANCE) * estimate["ttft_ms"] + (0 if point == lone else round_trip), \
-                f"{point}: {why}\n{table}"
+            # The model's part (the server's own clock, from arrival to first token): one or
+            # two steps; the client cannot see a first token before the model made it.
+            assert (1 - TOLERANCE) * estimate["ttft_ms"] <= timing["server_ttft_ms"] \
+                <= 2 * (1 + TOLERANCE) * estimate["ttft_ms"], f"{point}: {why}\n{table}"
+            assert record["median_ttft_ms"] >= (1 - TOLERANCE) * estimate["ttft_ms"], f"{point}: {why}\n{table}"
     measured = {c: records[(128, 128, c, n)]["output_throughput"] for c, n in POINTS.items()}
     assert measured[2] > 1.3 * measured[1] and measured[4] > 1.3 * measured[2], f"no rise: {why}\n{table}"
     assert measured[8] == pytest.approx(measured[4], rel=0.1), f"no plateau at max-running-requests: {why}\n{table}"
