@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from bench import (
+    client_start,
     compare_fresh,
     compare_queries,
     compare_samples,
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Callable[..., None]] = {
     "pages_browser": pages_browser.run,
     "tuner": tuner.run,
     "watch_history": watch_history.run,
+    "client_start": client_start.run,
 }
 
 

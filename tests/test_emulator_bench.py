@@ -69,8 +69,11 @@ pytestmark = [
 ]
 
 DRIVER = """
-import json, sys, time, urllib.request
+import gc, json, sys, time, urllib.request
+gc.disable()  # as the runner's driver imports the client (runner/sglang_side/bench_driver.py)
 from sglang.benchmark.serving import cli_main
+gc.enable()
+gc.freeze()
 base_url, tries, share, points = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4])
 
 def lag():

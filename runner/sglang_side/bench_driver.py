@@ -2,7 +2,7 @@
 
 Run with the SGLang interpreter (``<sglang python> runner/sglang_side/bench_driver.py``), never with
 the app's: it imports sglang, and nothing of benchdeck (it must run in SGLang's own
-environment).  One start of the 0.5.23 client costs about 8.6 s, mostly imports; a sweep
+environment).  One start of the client costs seconds of CPU, mostly imports; a sweep
 that started it per point would idle that long between points.  So this process imports
 the client once, captures its own argument parser, and then runs one benchmark per
 request read from stdin — the same ``run_benchmark(args)`` that ``python -m
@@ -25,7 +25,9 @@ be driven in-process; the runner then falls back to one process per point.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import gc
 import importlib
 import inspect
 import json
@@ -34,6 +36,7 @@ import random
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
@@ -61,6 +64,23 @@ def _capture_parser(cli_main: Any) -> argparse.ArgumentParser:
     finally:
         argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
     raise RuntimeError("the client's cli_main never parsed arguments")
+
+
+@contextlib.contextmanager
+def _collector_paused_then_frozen() -> Iterator[None]:
+    """The cyclic garbage collector off while the client imports, then everything the import
+    made moved out of its reach (``gc.freeze``).  The client's imports (torch, transformers,
+    SGLang's runtime) leave hundreds of thousands of long-lived objects: with the collector on,
+    the import spends a large share of its CPU scanning them again and again, and every full
+    collection during a measured point would scan them all once more, a pause of the client's
+    event loop in the middle of the requests it is timing.  Objects made later are collected as
+    usual."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.freeze()
 
 
 def _load_client() -> tuple[Any, argparse.ArgumentParser]:
@@ -395,7 +415,8 @@ def main() -> int:
     os.dup2(2, 1)  # the client's own prints go to the log, not the protocol channel
     sys.stdout = sys.stderr
     try:
-        module, parser = _load_client()
+        with _collector_paused_then_frozen():
+            module, parser = _load_client()
     except Exception as exc:
         _emit(channel, event="unsupported", error=f"{type(exc).__name__}: {exc}")
         return EXIT_UNSUPPORTED
