@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,23 @@ BROWSER_EXPECT_TIMEOUT_MS = 30_000
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A process that collects (an xdist worker, or a run without workers; not xdist's
+    # controller, which collects nothing) imports every test module and what they import
+    # with the collector off; pytest_collection_finish turns it on and freezes what loaded,
+    # so the collector's passes during the tests skip the objects that live as long as the
+    # process.
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        gc.disable()
     try:
         from playwright.sync_api import expect
     except ImportError:  # pragma: no cover - the dev requirements install it
         return
     expect.set_options(timeout=BROWSER_EXPECT_TIMEOUT_MS)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.enable()
+    gc.freeze()
 
 
 # Browser tests drive a live Streamlit app from another process, and slow tests run the runner,
@@ -56,7 +69,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None],
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failed browser test's report carries what the page showed and the app's log tail:
     CI keeps only the text of a run, and a wait that timed out says what it waited for, not
     what was there instead."""
