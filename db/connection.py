@@ -211,6 +211,19 @@ def keep_open(idle_s: float, *, serve: bool = False) -> None:
         release_kept()
 
 
+# Called after each write access this process served for another (on_served_write).
+_served_write_listeners: list[Callable[[], None]] = []
+
+
+def on_served_write(listener: Callable[[], None]) -> Callable[[], None]:
+    """Call ``listener`` (quick, non-blocking: it runs in the serving thread, in the turn)
+    after each write access this process serves for another: a run queued or cancelled
+    through a serving runner reaches its claim loop at once instead of at its next poll.
+    Returns the function that removes the listener."""
+    _served_write_listeners.append(listener)
+    return lambda: _served_write_listeners.remove(listener)
+
+
 class _Holder:
     """This process's access to one DB file: the in-process turn (``mutex``), the file
     lock and, between accesses while kept, the open connection."""
@@ -284,6 +297,9 @@ class _Holder:
         else:
             self.committed()  # a served access may have committed (we cannot tell)
             self.keep()
+        if not broken:
+            for listener in list(_served_write_listeners):
+                listener()
 
     def let_go(self) -> None:
         """Stop serving, close the connection and release the lock (the caller has ``mutex``)."""

@@ -38,10 +38,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from db import DbBusy, DbUnusable, LostRace, RunnerCapabilities, Store
+from db.connection import on_served_write
 from db.recovery import keep_leftover_wal, open_and_migrate, wal_path_for
 from db.store import Claim
 from domain.core.settings import Settings
@@ -89,6 +91,7 @@ class Runner:
         self.caps = RunnerCapabilities(settings.runner_id, settings.runner_gpu_type, settings.runner_gpu_count,
                                        self.sglang_version, self.vllm_version)
         self.kept_client = KeptClient()  # the warm bench client between runs (runner/bench_client.py)
+        self._wake = threading.Event()  # set by a stop or a served write: the next pass starts at once
 
     # --- start-up -----------------------------------------------------------------------
     def _detect_sglang_version(self) -> str | None:
@@ -147,6 +150,7 @@ class Runner:
         def on_signal(signum: int, _frame: Any) -> None:
             log.warning("signal %s: %s stop", signum, "cold" if self.stop.warm.is_set() else "warm")
             self.stop.request()
+            self._wake.set()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -187,9 +191,11 @@ class Runner:
                          "from a backup, or move the WAL aside knowing its writes are lost, then restart.",
                          self.store.db_path, exc, wal)
             return EXIT_DB_UNUSABLE
+        stop_listening = on_served_write(self._wake.set)
         try:
             return self.claim_loop(burst=burst)
         finally:
+            stop_listening()
             self.kept_client.close(grace_s=0 if self.stop.cold.is_set() else 5)
 
     def claim_loop(self, *, burst: bool) -> int:
@@ -201,10 +207,17 @@ class Runner:
             if not ran:
                 if burst:
                     break
-                self.stop.warm.wait(self.settings.poll_s)
+                self._wait_for_work()
             self.store.runner_heartbeat(self.caps.runner_id, healthy=self.healthy,
                                         unhealthy_reason=self.unhealthy_reason)
         return 0
+
+    def _wait_for_work(self) -> None:
+        """Until the next pass: ``poll_s``, or less when a write that this runner served for
+        another process may have queued or changed work (db.connection.on_served_write), or
+        a stop was asked."""
+        self._wake.wait(self.settings.poll_s)
+        self._wake.clear()
 
     def watch_pass(self) -> None:
         """Watched configurations (runner/watch.py): follow this host's SGLang version (in demo

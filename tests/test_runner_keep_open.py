@@ -27,7 +27,8 @@ import pytest
 from db import Store
 from db.connection import KEEP_IDLE_S, connect, lock_path_for
 from db.recovery import wal_path_for
-from tests.support.runner_harness import runner_env, start_runner, wait_for
+from tests.support.actors import operator
+from tests.support.runner_harness import runner_env, small_plan, start_runner, wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -109,3 +110,26 @@ def test_the_daemon_holds_the_lock_between_passes_and_lets_a_waiting_reader_in(
     assert daemon.wait(timeout=60) == 0
     assert _lock_free_now(lock_path)  # let go at exit
     assert not wal_path_for(db_path).exists()  # and closed cleanly: nothing for recovery to find
+
+
+def test_a_run_queued_through_the_daemon_is_claimed_without_waiting_for_its_poll(
+        store: Store, db_path: Path, env: dict[str, str]) -> None:
+    """A write the daemon serves for another process (here a run queued through the Store)
+    wakes its claim loop (db.connection.on_served_write): with a poll far longer than the
+    wait below, the run is claimed all the same."""
+    store.migrate()
+    proc = start_runner(runner_env(env, BENCHDECK_POLL_S="600"))
+    try:
+        wait_for(lambda: bool(store.list_runners()), 60, "the daemon to register")
+        time.sleep(3)  # its first pass follows the registration at once; then it waits for its poll
+        run_id, _ = Store(db_path, lock_timeout_s=10).submit_run(small_plan(), submitted_by=operator("alice"))
+        wait_for(lambda: _status(store, run_id) != "queued", 120, "the queued run to be claimed")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def _status(store: Store, run_id: int) -> str:
+    run = store.get_run(run_id)
+    assert run is not None
+    return run.status

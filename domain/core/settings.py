@@ -140,7 +140,8 @@ class Settings(BaseSettings):
         default=3600.0, gt=0, description="Budget for an engine server to become ready."
     )
     stop_grace_s: float = Field(default=30.0, ge=0, description="SIGTERM→SIGKILL grace for a process group.")
-    poll_s: float = Field(default=2.0, gt=0, description="Runner's idle wait between queue polls.")
+    poll_s: float = Field(default=2.0, gt=0, description="Runner's idle wait between queue polls (a write it "
+                          "serves for another process, such as a run queued, wakes it at once).")
     bench_mode: Literal["auto", "warm", "per-point"] = Field(
         default="auto",
         description="bench_serving client: one warm process per sweep (auto falls back to one per point "
