@@ -113,7 +113,9 @@ def test_server_dying_mid_point_is_a_server_crash(store: Store, env: dict[str, s
 
 def test_a_server_that_never_becomes_ready_times_out(store: Store, env: dict[str, str]) -> None:
     run_id, _ = store.submit_run(small_plan(), submitted_by=operator("test"))
-    renv = runner_env(env, BENCHDECK_EMULATE_FAULT="never-ready", BENCHDECK_STARTUP_TIMEOUT_S="4",
+    # Long enough for the emulator's HTTP server to come up on a loaded host (in 4 s, beside
+    # three workers of runner tests, it once had not: the stage read "http_server").
+    renv = runner_env(env, BENCHDECK_EMULATE_FAULT="never-ready", BENCHDECK_STARTUP_TIMEOUT_S="10",
                       BENCHDECK_MAX_ATTEMPTS="1")
     assert run_burst(renv) == 0
     [attempt] = store.attempts_of(run_id)

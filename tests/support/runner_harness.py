@@ -33,7 +33,7 @@ def runner_env(base: dict[str, str], **overrides: str) -> dict[str, str]:
     """Short leases and timeouts, and a mark that every child inherits (to find leftovers)."""
     env = dict(base)
     env.update(
-        BENCHDECK_HEARTBEAT_S="0.5", BENCHDECK_LEASE_S="4", BENCHDECK_STOP_GRACE_S="5", BENCHDECK_POLL_S="0.2",
+        BENCHDECK_HEARTBEAT_S="0.5", BENCHDECK_LEASE_S="4", BENCHDECK_STOP_GRACE_S="5", BENCHDECK_POLL_S="1",
         BENCHDECK_STARTUP_TIMEOUT_S="60", BENCHDECK_RUNNER_ID=f"test-{uuid.uuid4().hex[:6]}",
         BENCHDECK_TELEMETRY_HZ="4",
     )
