@@ -74,7 +74,8 @@ def _collector_paused_then_frozen() -> Iterator[None]:
     the import spends a large share of its CPU scanning them again and again, and every full
     collection during a measured point would scan them all once more, a pause of the client's
     event loop in the middle of the requests it is timing.  Objects made later are collected as
-    usual."""
+    usual.  The twin of domain/core/collector.py's, which this script, run in SGLang's own
+    environment, cannot import."""
     gc.disable()
     try:
         yield
