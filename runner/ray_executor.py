@@ -20,7 +20,8 @@ head stays the only writer of DuckDB.
   Servers and clients on that node were started through ``runner.lifeline``, so the
   kernel kills them with the worker process: nothing is left holding GPUs.
 - **Runner hosts.** Every Ray node with benchdeck GPUs is listed in the runners table
-  (``ray:<host>:<node id>``) with its GPUs, and its health follows Ray's view of it.
+  (``ray:<host>:<node id>``) with its GPUs, and its health follows Ray's view of it, except
+  that a node an attempt found lost stays unhealthy while Ray still lists it alive.
 - **SGLang per node.** Each node reports its own interpreter and SGLang version
   (runner/ray_nodes.py); the head claims for one node at a time with that node's GPUs and
   version, pins the task to it, and the attempt there launches and validates flags with
@@ -214,6 +215,9 @@ class RayRunner(Runner):
         self._nodes_seen_at = 0.0
         self.reports = NodeReports()
         self._schemas_stored: set[str] = set()  # nodes whose installed schema is in the DB
+        # Node runner ids an attempt found lost (RayError), with the reason: unhealthy from
+        # then on, whatever Ray still lists (it may take a while to call the node dead).
+        self._lost_nodes: dict[str, str] = {}
 
     # --- loop -----------------------------------------------------------------------------
     def claim_loop(self, *, burst: bool) -> int:
@@ -295,10 +299,12 @@ class RayRunner(Runner):
             node_id, alive = str(node.get("NodeID", "")), bool(node.get("Alive"))
             host_name = node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?")
             report = self.reports.reports.get(node_id)
+            runner_id = node_runner_id(node)
+            lost = self._lost_nodes.get(runner_id)
             self.store.register_runner(
-                node_runner_id(node), host=host_name, gpu_type=gpu_type, gpu_count=int(count),
-                sglang_version=self.reports.version_of(node_id),
-                healthy=alive, unhealthy_reason=None if alive else "Ray node is dead",
+                runner_id, host=host_name, gpu_type=gpu_type, gpu_count=int(count),
+                sglang_version=self.reports.version_of(node_id), healthy=alive and lost is None,
+                unhealthy_reason="Ray node is dead" if not alive else lost,
                 info={"executor": "ray", "node_id": node_id, "address": node.get("NodeManagerAddress"),
                       "head_runner": self.caps.runner_id, "reported": report is not None,
                       "sglang_python": report.sglang_python if report else None,
@@ -339,8 +345,8 @@ class RayRunner(Runner):
             log.warning("attempt %s: %s", claim.attempt_id, exc)
             node = self.active[claim.attempt_id].node_runner_id
             if node is not None:  # Ray may take a while to call the node dead; this attempt knows now
-                self.store.runner_heartbeat(node, healthy=False,
-                                            unhealthy_reason=f"Ray node lost during attempt {claim.attempt_id}")
+                self._lost_nodes[node] = f"Ray node lost during attempt {claim.attempt_id}"
+                self.store.runner_heartbeat(node, healthy=False, unhealthy_reason=self._lost_nodes[node])
         finally:
             self.active[claim.attempt_id].started.set()
             beat.finish()
